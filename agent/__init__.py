@@ -1,0 +1,1 @@
+"""LLM providers behind one small async Protocol; the idea-writer and coder roles; reply parsing."""

@@ -1,0 +1,1 @@
+"""Problems, correctness, timing, roofline and the built-in kernel families. Imports only kernelsearch.store."""

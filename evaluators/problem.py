@@ -1,0 +1,173 @@
+"""One contract for every problem: KernelBench's.
+
+A problem is a reference `Model(nn.Module)` with `get_init_inputs()` and `get_inputs()`; a candidate is one
+Python source file defining `ModelNew` with the same constructor and `forward`. A built-in family adds what
+KernelBench lacks (a `spec.py` beside its `reference.py`): several shape cases, per-dtype tolerances, FLOP and
+byte counts, a starter kernel and the offline search space.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+FAMILIES_DIR = Path(__file__).parent / "families"
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
+
+# (atol, rtol) per dtype: fp32 about 1e-4 relative, bf16 about 1e-2 (DESIGN.md, issue 4).
+DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
+    "float32": (1e-5, 1e-4),
+    "float16": (1e-3, 2e-3),
+    "bfloat16": (1e-2, 1.6e-2),
+    "float64": (1e-10, 1e-8),
+}
+
+
+class ProblemError(Exception):
+    """The problem itself (not a candidate) cannot be loaded or is malformed."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One shape case. `timed` marks the case that is timed; `cpu` marks one small enough for the interpreter."""
+
+    name: str
+    params: dict[str, Any]
+    dtype: str = "float32"
+    timed: bool = False
+    cpu: bool = False
+
+    def describe(self) -> str:
+        dims = ",".join(f"{k}={v}" for k, v in self.params.items())
+        return f"{self.name}[{dims}; {self.dtype}]"
+
+
+@dataclass
+class Problem:
+    name: str
+    reference_source: str
+    cases: list[Case]
+    tolerances: dict[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
+    make_inputs: Callable[[Case, torch.Generator], list] | None = None   # None: the module's get_inputs()
+    init_inputs: Callable[[Case], list] | None = None                  # None: the module's get_init_inputs()
+    flops: Callable[[Case], float] | None = None
+    bytes_moved: Callable[[Case], float] | None = None
+    starter_source: str | None = None
+    family: types.ModuleType | None = None   # the family package (search space lives there)
+    ref: dict[str, str] = field(default_factory=dict)  # how a worker finds this problem again: JSON-safe
+    _module: types.ModuleType | None = None
+
+    # -- the reference module -------------------------------------------------------------------------------
+    @property
+    def module(self) -> types.ModuleType:
+        if self._module is None:
+            self._module = load_source_module(self.reference_source, f"ks_reference_{self.name}")
+            for attr in ("Model", "get_inputs", "get_init_inputs"):
+                if not hasattr(self._module, attr):
+                    raise ProblemError(f"problem {self.name!r}: the reference defines no {attr}")
+        return self._module
+
+    def build_inputs(self, case: Case, seed: int, device: str) -> list:
+        gen = torch.Generator().manual_seed(seed)
+        if self.make_inputs is not None:
+            values = self.make_inputs(case, gen)
+        else:  # a KernelBench file draws from the global RNG
+            torch.manual_seed(seed)
+            values = list(self.module.get_inputs())
+        return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
+
+    def build_init_inputs(self, case: Case) -> list:
+        if self.init_inputs is not None:
+            return list(self.init_inputs(case))
+        return list(self.module.get_init_inputs())
+
+    def tolerance(self, dtype: str) -> tuple[float, float]:
+        return self.tolerances.get(dtype, DEFAULT_TOLERANCES.get(dtype, (1e-5, 1e-4)))
+
+    @property
+    def timed_case(self) -> Case:
+        timed = [c for c in self.cases if c.timed]
+        return timed[0] if timed else self.cases[0]
+
+    def cases_for(self, mode: str) -> list[Case]:
+        """The correctness cases for a device mode: every case on a GPU, the small ones on the CPU."""
+        if mode == "cpu":
+            small = [c for c in self.cases if c.cpu]
+            return small or self.cases[:1]
+        return list(self.cases)
+
+    def cpu_timed_case(self) -> Case:
+        """On the CPU interpreter the timed case is the largest CPU case (the real one would take hours)."""
+        return self.cases_for("cpu")[-1]
+
+
+def load_source_module(source: str, name: str, filename: str | None = None) -> types.ModuleType:
+    """Execute `source` as a fresh module named `name` (registered in sys.modules so Triton can find it)."""
+    module = types.ModuleType(name)
+    module.__file__ = filename or f"<{name}>"
+    sys.modules[name] = module
+    code = compile(source, module.__file__, "exec")
+    exec(code, module.__dict__)  # noqa: S102 - the reference is trusted; candidates only run in workers
+    return module
+
+
+def family_names() -> list[str]:
+    return sorted(p.name for p in FAMILIES_DIR.iterdir() if (p / "spec.py").exists())
+
+
+def load_family(name: str) -> Problem:
+    if name not in family_names():
+        raise ProblemError(f"unknown problem {name!r}: built-in families are {', '.join(family_names())}")
+    spec = importlib.import_module(f"kernelsearch.evaluators.families.{name}.spec")
+    package = importlib.import_module(f"kernelsearch.evaluators.families.{name}")
+    source = (FAMILIES_DIR / name / "reference.py").read_text()
+    return Problem(
+        name=name,
+        reference_source=source,
+        cases=list(spec.CASES),
+        tolerances={**DEFAULT_TOLERANCES, **getattr(spec, "TOLERANCES", {})},
+        make_inputs=spec.make_inputs,
+        init_inputs=spec.init_inputs,
+        flops=getattr(spec, "flops", None),
+        bytes_moved=getattr(spec, "bytes_moved", None),
+        starter_source=getattr(package, "STARTER", None),
+        family=package,
+        ref={"builtin": name},
+    )
+
+
+def load_file(path: str | Path) -> Problem:
+    """A KernelBench problem file, used as it is: one case, the shapes its get_inputs() draws."""
+    p = Path(path).resolve()
+    if not p.is_file():
+        raise ProblemError(f"problem file not found: {p}")
+    source = p.read_text()
+    problem = Problem(name=p.stem, reference_source=source, cases=[], ref={"file": str(p)})
+    torch.manual_seed(0)
+    sample = list(problem.module.get_inputs())
+    dtypes = [str(t.dtype).removeprefix("torch.") for t in sample if isinstance(t, torch.Tensor)]
+    dtype = dtypes[0] if dtypes else "float32"
+    problem.cases = [Case("default", {}, dtype=dtype, timed=True, cpu=True)]
+    return problem
+
+
+def load_problem(spec: str | dict) -> Problem:
+    """`softmax` (a built-in family), a path to a KernelBench file, or a worker's JSON ref."""
+    if isinstance(spec, dict):
+        if "builtin" in spec:
+            return load_family(spec["builtin"])
+        if "file" in spec:
+            return load_file(spec["file"])
+        raise ProblemError(f"bad problem ref {spec!r}")
+    if spec.endswith(".py") or "/" in spec:
+        return load_file(spec)
+    return load_family(spec)
+
+

@@ -1,0 +1,82 @@
+"""The offline search space of a family: a code template, its parameters, and named moves with idea text.
+
+A rendered kernel carries its parameters on its first line (`# kernelsearch-space: {...}`), so a seed's
+position in the space can be read back from its code alone.
+"""
+from __future__ import annotations
+
+import json
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+HEADER = "# kernelsearch-space: "
+_HEADER_RE = re.compile(r"^# kernelsearch-space: (\{.*\})\s*$", re.M)
+
+
+@dataclass(frozen=True)
+class Move:
+    """One idea: set some parameters. `when` limits it to the seeds it makes sense for."""
+
+    title: str
+    description: str
+    changes: dict[str, Any]
+    when: Callable[[dict], bool] = lambda p: True
+
+
+@dataclass
+class SearchSpace:
+    params: dict[str, list[Any]]                 # every parameter and its allowed values
+    default: dict[str, Any]                      # the starter
+    template: Callable[[dict[str, Any]], str]    # params -> the ModelNew source, without the header
+    moves: list[Move]
+    tuning: list[str] = field(default_factory=list)  # knobs the coder varies across branches of one idea
+
+    def render(self, params: dict[str, Any]) -> str:
+        self.validate(params)
+        return f"{HEADER}{json.dumps(params, sort_keys=True)}\n" + self.template(params)
+
+    def validate(self, params: dict[str, Any]) -> None:
+        for k, v in params.items():
+            if k not in self.params:
+                raise ValueError(f"unknown search-space parameter {k!r}")
+            if v not in self.params[k]:
+                raise ValueError(f"value {v!r} of {k!r} is not in {self.params[k]}")
+
+    def params_of(self, code: str) -> dict[str, Any]:
+        """The parameters a rendered kernel was made from; the default for code from elsewhere."""
+        m = _HEADER_RE.search(code)
+        if not m:
+            return dict(self.default)
+        try:
+            found = json.loads(m.group(1))
+        except json.JSONDecodeError:
+            return dict(self.default)
+        params = {**self.default, **{k: v for k, v in found.items() if k in self.params}}
+        return params
+
+    def applicable(self, params: dict[str, Any]) -> list[tuple[Move, dict[str, Any]]]:
+        """The moves that change `params`, with where each one lands."""
+        out = []
+        for move in self.moves:
+            if not move.when(params):
+                continue
+            new = {**params, **move.changes}
+            if new != params:
+                out.append((move, new))
+        return out
+
+    def branches(self, params: dict[str, Any], n: int, rng: random.Random, fixed: set[str]) -> list[dict]:
+        """`n` distinct variants of one idea: the idea as stated first, then tuning knobs it left free."""
+        out = [dict(params)]
+        free = [k for k in self.tuning if k not in fixed]
+        tries = 0
+        while len(out) < n and free and tries < 50 * n:
+            tries += 1
+            k = rng.choice(free)
+            v = rng.choice(self.params[k])
+            cand = {**params, k: v}
+            if cand not in out:
+                out.append(cand)
+        return out

@@ -1,0 +1,175 @@
+"""One typed config tree (pydantic, unknown keys rejected), loaded from YAML.
+
+A bad key, a wrong type or a missing file is a `ConfigError` whose message is one line naming the key.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+ProviderName = Literal["offline", "replay", "openai", "anthropic", "openai-compatible"]
+
+
+class ConfigError(Exception):
+    """The config cannot be used; the message names the key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Price(_Strict):
+    """Dollars per million tokens."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+
+
+class WeightedModel(_Strict):
+    model: str
+    weight: float = Field(default=1.0, gt=0)
+
+
+class LLMConfig(_Strict):
+    """The provider settings shared by both roles; `ideas:` and `code:` override any of them per role."""
+
+    provider: ProviderName = "offline"
+    model: Optional[str] = None                 # required for network providers
+    models: Optional[list[WeightedModel]] = None  # several models, picked per call by weight
+    base_url: Optional[str] = None              # openai-compatible servers (vLLM, SGLang, Ollama, ...)
+    api_key_env: Optional[str] = None           # the NAME of the environment variable holding the key
+    temperature: float = Field(default=0.7, ge=0, le=2)
+    max_tokens: int = Field(default=8192, gt=0)
+    timeout_s: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=5, ge=0)
+    retry_cap_s: float = Field(default=60.0, gt=0)
+    requests_per_minute: Optional[float] = Field(default=None, gt=0)
+    max_in_flight: int = Field(default=8, gt=0)
+    replay_file: Optional[Path] = None          # provider: replay
+
+
+class RoleOverride(_Strict):
+    provider: Optional[ProviderName] = None
+    model: Optional[str] = None
+    models: Optional[list[WeightedModel]] = None
+    base_url: Optional[str] = None
+    api_key_env: Optional[str] = None
+    temperature: Optional[float] = Field(default=None, ge=0, le=2)
+    max_tokens: Optional[int] = Field(default=None, gt=0)
+    timeout_s: Optional[float] = Field(default=None, gt=0)
+    max_retries: Optional[int] = Field(default=None, ge=0)
+    requests_per_minute: Optional[float] = Field(default=None, gt=0)
+    max_in_flight: Optional[int] = Field(default=None, gt=0)
+    replay_file: Optional[Path] = None
+
+
+class SearchConfig(_Strict):
+    rounds: int = Field(default=3, ge=1)
+    ideas_per_round: int = Field(default=4, ge=1)
+    branches_per_idea: int = Field(default=2, ge=1)
+    seeds_per_round: int = Field(default=2, ge=1)
+    concurrency: int = Field(default=2, ge=1)   # candidates evaluated at once
+    seed: int = 0                               # the offline provider's RNG and branch picks
+
+
+class Budgets(_Strict):
+    evaluations: Optional[int] = Field(default=None, gt=0)
+    tokens: Optional[int] = Field(default=None, gt=0)
+    dollars: Optional[float] = Field(default=None, gt=0)
+    wall_time_s: Optional[float] = Field(default=None, gt=0)
+
+
+class Targets(_Strict):
+    speedup: Optional[float] = Field(default=None, gt=0)
+    roofline_fraction: Optional[float] = Field(default=None, gt=0, le=1)
+
+
+class EvaluationConfig(_Strict):
+    timeout_s: float = Field(default=300.0, gt=0)   # per candidate, whole worker; the group is killed after
+    trials: int = Field(default=2, ge=1)            # fresh-input correctness trials per shape case
+    timing_iters: int = Field(default=50, ge=1)     # timed calls per side (GPU); the CPU interpreter uses fewer
+    compare_compile: bool = False                   # also time torch.compile(reference), side by side
+
+
+class Config(_Strict):
+    problem: str                                    # a built-in family (softmax) or a KernelBench .py file
+    name: Optional[str] = None                      # the run's name; default: problem + time
+    store: Path = Path("runs/kernelsearch.db")
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    llm: LLMConfig = LLMConfig()
+    ideas: RoleOverride = RoleOverride()
+    code: RoleOverride = RoleOverride()
+    prices: dict[str, Price] = {}                   # model name -> $ per million tokens in and out
+    search: SearchConfig = SearchConfig()
+    budgets: Budgets = Budgets()
+    targets: Targets = Targets()
+    evaluation: EvaluationConfig = EvaluationConfig()
+
+    @field_validator("problem")
+    @classmethod
+    def _problem_exists(cls, v: str) -> str:
+        from kernelsearch.evaluators.problem import family_names
+
+        if v.endswith(".py") or "/" in v:
+            if not Path(v).is_file():
+                raise ValueError(f"problem file not found: {v}")
+        elif v not in family_names():
+            raise ValueError(f"unknown problem {v!r}; built-in families: {', '.join(family_names())}")
+        return v
+
+    @model_validator(mode="after")
+    def _roles_complete(self) -> "Config":
+        for role in ("ideas", "code"):
+            r = self.role(role)
+            if r.provider in ("openai", "anthropic", "openai-compatible") and not (r.model or r.models):
+                raise ValueError(f"{role}: provider {r.provider!r} needs llm.model (or {role}.model)")
+            if r.provider == "openai-compatible" and not r.base_url:
+                raise ValueError(f"{role}: provider 'openai-compatible' needs llm.base_url")
+            if r.provider == "replay" and not r.replay_file:
+                raise ValueError(f"{role}: provider 'replay' needs llm.replay_file")
+        return self
+
+    def role(self, role: str) -> LLMConfig:
+        """The effective LLM settings of a role: `llm` with the role's overrides on top."""
+        over = getattr(self, role).model_dump(exclude_none=True)
+        return self.llm.model_copy(update=over)
+
+
+def _format_error(err: ValidationError, source: str) -> str:
+    e = err.errors()[0]
+    loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
+    msg = e["msg"].removeprefix("Value error, ")
+    if e["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif e["type"] == "missing":
+        msg = "missing required key"
+    more = f" (and {len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
+    return f"{source}: {loc}: {msg}{more}"
+
+
+def parse_config(data: dict, source: str = "config", base_dir: Path | None = None) -> Config:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping of keys, not {type(data).__name__}")
+    data = dict(data)
+    if base_dir is not None and isinstance(data.get("problem"), str):
+        p = data["problem"]
+        if (p.endswith(".py") or "/" in p) and not Path(p).is_absolute() and not Path(p).exists():
+            data["problem"] = str(base_dir / p)
+    try:
+        return Config.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_format_error(err, source)) from None
+
+
+def load_config(path: str | Path) -> Config:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file not found: {p}")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{p}: not valid YAML: {str(err).splitlines()[0]}") from None
+    return parse_config(data or {}, source=str(p), base_dir=p.parent)

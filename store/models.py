@@ -1,0 +1,94 @@
+"""Tables of the idea -> code -> result tree.
+
+A Kernel with no Evaluation is queued work: resume is a query, not a log replay.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Optional
+
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+class Run(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    name: str = Field(index=True, unique=True)
+    problem: str
+    config_json: str                      # the validated config, as given (secrets are never in it)
+    status: str = "running"               # running | finished | failed | interrupted
+    stop_reason: Optional[str] = None     # rounds_done | budget_evaluations | target_speedup | ...
+    device: Optional[str] = None          # "cpu-interpreter" or the GPU's name
+    started_at: datetime = Field(default_factory=utcnow)
+    finished_at: Optional[datetime] = None
+
+
+class Idea(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="run.id", index=True)
+    round: int = Field(index=True)
+    parent_kernel_id: Optional[int] = Field(default=None, foreign_key="kernel.id")
+    title: str
+    text: str
+    meta_json: str = "{}"                 # structured extras a provider returned (the offline one's params)
+    branches_wanted: int = 1
+    llm_call_id: Optional[int] = Field(default=None, foreign_key="llmcall.id")
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Kernel(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="run.id", index=True)
+    idea_id: Optional[int] = Field(default=None, foreign_key="idea.id", index=True)  # None: the round-0 seed
+    parent_kernel_id: Optional[int] = Field(default=None, foreign_key="kernel.id")
+    round: int = 0
+    branch: int = 0
+    code: str
+    language: str = "triton"              # triton | cuda
+    code_hash: str = Field(index=True)
+    llm_call_id: Optional[int] = Field(default=None, foreign_key="llmcall.id")
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Evaluation(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    kernel_id: int = Field(foreign_key="kernel.id", index=True, unique=True)
+    status: str                           # ok | compile_error | incorrect | timeout | crash | rejected
+    reason: Optional[str] = None          # one line: why it is not ok (the check that failed)
+    error_text: Optional[str] = None      # the longer text kept for the next prompt (traceback, mismatches)
+    stage: Optional[str] = None           # the last stage reached: static | compile | correctness | timing
+    time_ms: Optional[float] = None       # candidate median on the timed case
+    ref_time_ms: Optional[float] = None   # eager reference median, interleaved in the same worker
+    compile_ref_time_ms: Optional[float] = None  # torch.compile reference median, where asked
+    speedup: Optional[float] = None       # ref_time_ms / time_ms
+    speedup_compile: Optional[float] = None
+    gbps: Optional[float] = None
+    tflops: Optional[float] = None
+    roofline_fraction: Optional[float] = None
+    bottleneck: Optional[str] = None      # memory | compute
+    timing_kind: Optional[str] = None     # cuda-events | cpu-interpreter
+    device: Optional[str] = None
+    gpu_index: Optional[int] = None       # the lease the timing held
+    detail_json: str = "{}"               # per-stage detail: cases, errors, spread, registers, output
+    wall_s: Optional[float] = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class LLMCall(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    run_id: Optional[int] = Field(default=None, foreign_key="run.id", index=True)
+    role: str                             # ideas | code
+    provider: str
+    model: str
+    status: str = "ok"                    # ok | error | malformed | refused | truncated
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    attempts: int = 1
+    error: Optional[str] = None
+    reply_text: Optional[str] = None
+    created_at: datetime = Field(default_factory=utcnow)

@@ -1,0 +1,3 @@
+from kernelsearch.cli import main
+
+main()

@@ -1,0 +1,258 @@
+"""The evaluation stages, cheapest first: static -> compile -> correctness -> timing -> roofline.
+
+Runs inside a worker subprocess (sandbox/worker.py), never in the controller. `evaluate` returns a dict with
+the columns of store.models.Evaluation; a failing stage stops the rest and its status is the result.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import traceback
+from dataclasses import dataclass
+from typing import Callable, ContextManager
+
+import torch
+
+from kernelsearch.evaluators.correctness import compare, flatten
+from kernelsearch.evaluators.problem import DTYPES, Case, Problem, load_source_module
+from kernelsearch.evaluators.static import check_source
+from kernelsearch.evaluators.status import CandidateFailure, Status
+from kernelsearch.evaluators.timing import time_interleaved
+
+F64_MAX_ELEMENTS = 1 << 26   # above this many input elements the high-precision reference is float32
+
+
+@dataclass
+class Settings:
+    mode: str = "cpu"               # cpu (Triton interpreter) | cuda
+    seed: int = 0                   # secret: drawn by the parent per evaluation
+    trials: int = 2
+    timing_iters: int = 50
+    compare_compile: bool = False
+    input_sets: int = 3             # rotated in timing so nothing can be cached across calls
+
+
+def _seed(base: int, *parts) -> int:
+    h = hashlib.sha256(repr((base, *parts)).encode()).digest()
+    return int.from_bytes(h[:6], "little")
+
+
+def _pin_precision() -> None:
+    """TF32 is pinned off for reference and candidate alike."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+
+def _precision_flags() -> tuple:
+    return (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+            torch.get_float32_matmul_precision())
+
+
+def _to_hi(values: list, dtype: torch.dtype) -> list:
+    return [v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in values]
+
+
+def _clone(values: list) -> list:
+    return [v.clone() if isinstance(v, torch.Tensor) else copy.deepcopy(v) for v in values]
+
+
+def _same(a: list, b: list) -> bool:
+    for x, y in zip(a, b):
+        if isinstance(x, torch.Tensor):
+            if not torch.equal(x, y) and not (x.is_floating_point() and torch.equal(x.nan_to_num(), y.nan_to_num())):
+                return False
+    return True
+
+
+class Evaluator:
+    def __init__(self, problem: Problem, source: str, settings: Settings):
+        self.problem = problem
+        self.source = source
+        self.s = settings
+        self.device = "cuda" if settings.mode == "cuda" else "cpu"
+        self.detail: dict = {"cases": []}
+        self.module = None
+
+    # -- models ---------------------------------------------------------------------------------------------
+    def _models(self, case: Case, seed: int):
+        init = self.problem.build_init_inputs(case)
+        torch.manual_seed(seed)
+        ref = self.problem.module.Model(*init)
+        torch.manual_seed(seed)
+        try:
+            cand = self.module.ModelNew(*copy.deepcopy(init))
+        except Exception as err:  # noqa: BLE001
+            raise CandidateFailure(Status.crash, f"ModelNew(...) raised {type(err).__name__}: {err}",
+                                   traceback.format_exc(limit=-4), stage="compile") from None
+        if isinstance(cand, torch.nn.Module) and isinstance(ref, torch.nn.Module):
+            # identical weights for both: copy the reference's state where the names match
+            ref_state = ref.state_dict()
+            if ref_state:
+                cand.load_state_dict(ref_state, strict=False)
+        ref = ref.to(self.device)
+        cand = cand.to(self.device) if isinstance(cand, torch.nn.Module) else cand
+        if self.problem.family is not None and case.dtype in DTYPES:
+            dt = DTYPES[case.dtype]
+            ref = ref.to(dt)
+            if isinstance(cand, torch.nn.Module):
+                cand = cand.to(dt)
+        return ref, cand
+
+    def _poison_allocator(self, nbytes: int) -> None:
+        """Fill memory the candidate will be handed by the caching allocator with NaN (stale answers fail)."""
+        if self.device == "cuda" and nbytes > 0:
+            junk = torch.full((nbytes // 4 + 1024,), float("nan"), device=self.device)
+            del junk
+
+    def _call(self, model, inputs: list, what: str):
+        try:
+            out = model(*inputs)
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+            return out
+        except CandidateFailure:
+            raise
+        except Exception as err:  # noqa: BLE001
+            name = type(err).__name__
+            status = Status.compile_error if "Compil" in name or "compil" in str(err)[:200] else Status.crash
+            raise CandidateFailure(status, f"{what} raised {name}: {str(err).strip().splitlines()[0][:300] if str(err).strip() else ''}",
+                                   traceback.format_exc(limit=-6), stage="correctness") from None
+
+    # -- stages ---------------------------------------------------------------------------------------------
+    def compile(self) -> None:
+        self.detail["language"] = check_source(self.source)
+        _pin_precision()
+        try:
+            self.module = load_source_module(self.source, f"ks_candidate_{abs(hash(self.source)) % 10**8}",
+                                             filename="candidate.py")
+        except Exception as err:  # noqa: BLE001
+            raise CandidateFailure(Status.compile_error, f"loading the candidate raised {type(err).__name__}: {err}",
+                                   traceback.format_exc(limit=-4), stage="compile") from None
+        if not hasattr(self.module, "ModelNew"):
+            raise CandidateFailure(Status.compile_error, "the candidate defines no ModelNew", stage="compile")
+        if _precision_flags() != (False, False, "highest"):
+            raise CandidateFailure(Status.rejected, "the candidate changed the TF32/matmul precision settings",
+                                   stage="compile")
+
+    def correctness(self) -> None:
+        cases = self.problem.cases_for(self.s.mode)
+        for case in cases:
+            atol, rtol = self.problem.tolerance(case.dtype)
+            for trial in range(self.s.trials):
+                seed = _seed(self.s.seed, case.name, trial)
+                ref, cand = self._models(case, seed)
+                inputs = self.problem.build_inputs(case, seed, self.device)
+                cand_inputs = _clone(inputs)
+                self._poison_allocator(sum(t.numel() * t.element_size() for t in inputs
+                                           if isinstance(t, torch.Tensor)) * 2)
+                # the candidate runs first, on clones, before any reference output exists
+                got = self._call(cand, cand_inputs, "ModelNew.forward")
+                if _precision_flags() != (False, False, "highest"):
+                    raise CandidateFailure(Status.rejected, "the candidate changed the TF32/matmul precision "
+                                           "settings while running", stage="correctness")
+                if not _same(cand_inputs, inputs):
+                    raise CandidateFailure(Status.rejected, f"case {case.describe()}: the candidate modified its "
+                                           "inputs in place", stage="correctness")
+                with torch.no_grad():
+                    want = ref(*inputs)
+                    n_el = sum(t.numel() for t in inputs if isinstance(t, torch.Tensor))
+                    hi = torch.float64 if n_el <= F64_MAX_ELEMENTS else torch.float32
+                    want_hi = copy.deepcopy(ref).to(hi)(*_to_hi(inputs, hi))
+                cmp = compare(got, want, want_hi, atol, rtol)
+                self.detail["cases"].append({"case": case.describe(), "trial": trial, "ok": cmp.ok,
+                                             "max_abs": cmp.max_abs, "max_rel": cmp.max_rel})
+                if not cmp.ok:
+                    raise CandidateFailure(Status.incorrect, f"case {case.describe()} trial {trial}: {cmp.reason}",
+                                           cmp.detail or None, stage="correctness")
+                del got, want, want_hi
+
+    def timing(self, lease: Callable[[], ContextManager]) -> dict:
+        case = self.problem.timed_case if self.s.mode == "cuda" else self.problem.cpu_timed_case()
+        seed = _seed(self.s.seed, "timing")
+        ref, cand = self._models(case, seed)
+        n_sets = self.s.input_sets if self.s.mode == "cuda" else 1
+        sets = [self.problem.build_inputs(case, _seed(seed, i), self.device) for i in range(n_sets)]
+        fns: dict[str, Callable] = {"candidate": lambda x: cand(*x)}
+        ref_nograd = torch.no_grad()(lambda x: ref(*x))
+        fns["eager"] = ref_nograd
+        if self.s.compare_compile and self.s.mode == "cuda":
+            compiled = torch.compile(ref)
+            fns["compile"] = torch.no_grad()(lambda x: compiled(*x))
+        kept: dict[int, object] = {}
+        calls = {"n": 0}
+
+        def after(name, out):
+            if name == "candidate":
+                kept[calls["n"] % len(sets)] = out   # rechecked after timing (no caching across inputs)
+                calls["n"] += 1
+            else:
+                for t in flatten(out):   # the reference's answer never lingers in freed memory
+                    if isinstance(t, torch.Tensor) and t.is_floating_point():
+                        t.fill_(float("nan"))
+
+        iters = self.s.timing_iters if self.s.mode == "cuda" else max(3, min(self.s.timing_iters, 5))
+        with lease():
+            t = time_interleaved(fns, sets, device=self.device, iters=iters, after_call=after,
+                                 warmup=2 if self.s.mode == "cuda" else 1,
+                                 max_batches=4 if self.s.mode == "cuda" else 1)
+        # recheck what the timed calls returned, one output per input set
+        atol, rtol = self.problem.tolerance(case.dtype)
+        for i, inputs in enumerate(sets):
+            if i in kept:
+                with torch.no_grad():
+                    want = ref(*inputs)
+                cmp = compare(kept[i], want, want, atol, rtol)
+                if not cmp.ok:
+                    raise CandidateFailure(Status.incorrect, f"a timed call's output on input set {i} is wrong: "
+                                           f"{cmp.reason}", cmp.detail or None, stage="timing")
+        out = {"time_ms": t["candidate"].median, "ref_time_ms": t["eager"].median,
+               "timing_case": case.describe(), "timings": {k: v.summary() for k, v in t.items()}}
+        out["speedup"] = out["ref_time_ms"] / out["time_ms"] if out["time_ms"] > 0 else None
+        if "compile" in t:
+            out["compile_ref_time_ms"] = t["compile"].median
+            out["speedup_compile"] = t["compile"].median / out["time_ms"]
+        out["case"] = case
+        return out
+
+
+def evaluate(problem: Problem, source: str, settings: Settings,
+             lease: Callable[[], ContextManager] = contextlib.nullcontext, device_name: str | None = None) -> dict:
+    """Run the stages; return the Evaluation columns as a dict (status is always set)."""
+    ev = Evaluator(problem, source, settings)
+    result: dict = {"timing_kind": "cuda-events" if settings.mode == "cuda" else "cpu-interpreter",
+                    "device": device_name or ("cpu-interpreter" if settings.mode == "cpu" else "cuda")}
+    stage = "static"
+    try:
+        stage = "compile"
+        ev.compile()
+        stage = "correctness"
+        ev.correctness()
+        stage = "timing"
+        timed = ev.timing(lease)
+        case: Case = timed.pop("case")
+        ev.detail["timings"] = timed.pop("timings")
+        ev.detail["timing_case"] = timed.pop("timing_case")
+        result.update(timed)
+        if settings.mode == "cuda":
+            stage = "roofline"
+            from kernelsearch.evaluators.roofline import ceilings, roofline
+
+            ceil = ceilings("cuda")
+            flops = problem.flops(case) if problem.flops else None
+            nbytes = problem.bytes_moved(case) if problem.bytes_moved else None
+            r = roofline(flops, nbytes, result["time_ms"], case.dtype, ceil)
+            ev.detail["ceilings"] = ceil
+            result.update({k: r.get(k) for k in ("gbps", "tflops", "roofline_fraction", "bottleneck")})
+            frac = r.get("roofline_fraction")
+            if frac is not None and frac > 1.05:
+                raise CandidateFailure(Status.rejected, f"impossible speed: {frac:.2f}x the roofline of the "
+                                       "measured ceilings (faster than the bytes or FLOPs allow)", stage="roofline")
+        result.update(status=Status.ok.value, stage="timing", reason=None)
+    except CandidateFailure as f:
+        result.update(status=f.status.value, reason=f.reason, error_text=f.text, stage=f.stage or stage)
+        for k in ("time_ms", "ref_time_ms", "speedup", "compile_ref_time_ms", "speedup_compile"):
+            result.pop(k, None)
+    result["detail"] = ev.detail
+    return result

@@ -1,0 +1,37 @@
+"""Static checks, the cheapest stage: the source parses, defines ModelNew, and carries a kernel of its own."""
+from __future__ import annotations
+
+import ast
+
+from kernelsearch.evaluators.status import CandidateFailure, Status
+
+
+def kernel_language(tree: ast.AST) -> str | None:
+    """'triton' if a function is decorated with triton.jit / triton.autotune, 'cuda' for load_inline."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            for dec in node.decorator_list:
+                target = dec.func if isinstance(dec, ast.Call) else dec
+                name = ast.unparse(target)
+                if name.endswith(("jit", "autotune", "heuristics")) and "triton" in name or name == "jit":
+                    return "triton"
+        if isinstance(node, ast.Call) and ast.unparse(node.func).endswith(("load_inline", "cpp_extension.load")):
+            return "cuda"
+    return None
+
+
+def check_source(source: str) -> str:
+    """Return the kernel language, or raise CandidateFailure naming what is wrong."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as err:
+        raise CandidateFailure(Status.compile_error, f"syntax error: line {err.lineno}: {err.msg}",
+                               stage="static") from None
+    classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    if "ModelNew" not in classes:
+        raise CandidateFailure(Status.compile_error, "the candidate defines no class ModelNew", stage="static")
+    lang = kernel_language(tree)
+    if lang is None:
+        raise CandidateFailure(Status.rejected, "no kernel of its own: no @triton.jit function and no "
+                               "load_inline CUDA source", stage="static")
+    return lang

@@ -1,0 +1,22 @@
+"""Evaluation statuses: failures are data (CONVENTIONS.md 5)."""
+from enum import Enum
+
+
+class Status(str, Enum):
+    ok = "ok"
+    compile_error = "compile_error"
+    incorrect = "incorrect"
+    timeout = "timeout"
+    crash = "crash"
+    rejected = "rejected"   # anti-cheat
+
+
+class CandidateFailure(Exception):
+    """A stage failed: carries the status, a one-line reason and the longer text kept for the next prompt."""
+
+    def __init__(self, status: Status, reason: str, text: str | None = None, stage: str | None = None):
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+        self.text = text
+        self.stage = stage

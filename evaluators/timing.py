@@ -1,0 +1,96 @@
+"""Timing, side by side: candidate and references interleaved in one process, on the same inputs.
+
+GPU: CUDA events around each call, an L2 flush before it, a device-wide synchronize before the end is read,
+warm-up excluded, inputs rotated among several sets, median and spread of many runs, repeated in batches until
+the spread is small or a time cap is hit. The host wall time of each call (launch to synchronize) is recorded
+beside the event time, so work hidden on another stream shows as a gap. CPU (interpreter): the same loop on
+the host clock, labelled `cpu-interpreter`.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+L2_FLUSH_BYTES = 256 * 1024 * 1024  # several times the H200's 50 MB L2
+
+
+@dataclass
+class Timings:
+    ms: list[float] = field(default_factory=list)        # event (GPU) or host (CPU) time per call
+    wall_ms: list[float] = field(default_factory=list)   # host wall time per call, launch to synchronize
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.ms)
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range over the median."""
+        if len(self.ms) < 4:
+            return 0.0
+        q = statistics.quantiles(self.ms, n=4)
+        return (q[2] - q[0]) / self.median if self.median > 0 else 0.0
+
+    def summary(self) -> dict:
+        return {"median_ms": self.median, "spread": self.spread, "n": len(self.ms),
+                "min_ms": min(self.ms), "max_ms": max(self.ms),
+                "wall_median_ms": statistics.median(self.wall_ms) if self.wall_ms else None}
+
+
+def time_interleaved(fns: dict[str, Callable[[list], object]], input_sets: list[list], *, device: str,
+                     iters: int, warmup: int = 2, max_batches: int = 4, target_spread: float = 0.03,
+                     time_cap_s: float = 20.0, after_call: Callable[[str, object], None] | None = None
+                     ) -> dict[str, Timings]:
+    """Time every function in `fns` on the rotated `input_sets`, interleaved call by call.
+
+    `after_call(name, out)` runs outside the timed region (to poison or keep outputs)."""
+    cuda = device.startswith("cuda")
+    flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=device) if cuda else None
+    names = list(fns)
+    for _ in range(warmup):
+        for name in names:
+            for inputs in input_sets:
+                out = fns[name](inputs)
+                if after_call:
+                    after_call(name, out)
+    if cuda:
+        torch.cuda.synchronize()
+    result = {n: Timings() for n in names}
+    t_start = time.perf_counter()
+    k = 0
+    for batch in range(max_batches):
+        for i in range(iters):
+            order = names if (k % 2 == 0) else names[::-1]   # neither side always goes first
+            inputs = input_sets[k % len(input_sets)]
+            k += 1
+            for name in order:
+                fn = fns[name]
+                if cuda:
+                    flush.zero_()
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    torch.cuda.synchronize()
+                    w0 = time.perf_counter()
+                    start.record()
+                    out = fn(inputs)
+                    end.record()
+                    torch.cuda.synchronize()   # device-wide: work on other streams is waited for too
+                    w1 = time.perf_counter()
+                    result[name].ms.append(start.elapsed_time(end))
+                    result[name].wall_ms.append((w1 - w0) * 1e3)
+                else:
+                    w0 = time.perf_counter()
+                    out = fn(inputs)
+                    w1 = time.perf_counter()
+                    result[name].ms.append((w1 - w0) * 1e3)
+                    result[name].wall_ms.append((w1 - w0) * 1e3)
+                if after_call:
+                    after_call(name, out)
+                del out
+        spread_ok = all(t.spread <= target_spread for t in result.values())
+        if spread_ok or time.perf_counter() - t_start > time_cap_s:
+            break
+    return result

@@ -1,0 +1,1 @@
+"""Worker subprocesses: spawn, timeouts, kill, environment scrubbing, GPU leases, the result channel."""

@@ -1,12 +1,87 @@
 """The command line: `kernelsearch run | resume | eval` here; the read-only views are in views.py."""
 from __future__ import annotations
 
+import asyncio
+import json
+from pathlib import Path
+from typing import Optional
+
 import typer
+from rich.console import Console
 
 from kernelsearch import views
+from kernelsearch.config import ConfigError, load_config
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="LLM-driven tree search for fast GPU kernels.")
 views.register(app)
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+DEFAULT_DB = Path("runs/kernelsearch.db")
+
+
+def _fail(msg: str) -> None:
+    err_console.print(f"error: {msg}", markup=False)
+    raise typer.Exit(2)
+
+
+@app.command()
+def run(config: Path = typer.Argument(..., help="YAML config file"),
+        db: Optional[Path] = typer.Option(None, help="SQLite store (default: the config's `store`)"),
+        name: Optional[str] = typer.Option(None, help="run name (default: the config's `name`, or problem+time)")
+        ) -> None:
+    """Launch a search from a config file."""
+    from kernelsearch.runner import RunError, start_run
+
+    try:
+        cfg = load_config(config)
+        start_run(cfg, db or cfg.store, name, console)
+    except (ConfigError, RunError) as err:
+        _fail(str(err))
+
+
+@app.command()
+def resume(name: str = typer.Argument(..., help="the run to continue"),
+           db: Path = typer.Option(DEFAULT_DB, help="SQLite store")) -> None:
+    """Continue a run that was interrupted: nothing already evaluated is redone or lost."""
+    from kernelsearch.runner import RunError, resume_run
+
+    try:
+        resume_run(name, db, console)
+    except (ConfigError, RunError) as err:
+        _fail(str(err))
+
+
+@app.command("eval")
+def eval_(problem: str = typer.Argument(..., help="a built-in family (softmax) or a KernelBench .py file"),
+          candidate: Path = typer.Argument(..., help="a Python file defining ModelNew"),
+          as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+          device: str = typer.Option("auto", help="auto | cpu | cuda"),
+          timeout: float = typer.Option(300.0, help="seconds before the worker is killed"),
+          trials: int = typer.Option(2, help="fresh-input trials per shape case")) -> None:
+    """Evaluate one candidate file against one problem, in a sandboxed worker."""
+    from kernelsearch.evaluators.problem import ProblemError, load_problem
+    from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings, detect_mode
+
+    if not candidate.is_file():
+        _fail(f"candidate file not found: {candidate}")
+    try:
+        prob = load_problem(problem)
+        mode, gpus = detect_mode(device)
+    except (ProblemError, RuntimeError) as err:
+        _fail(str(err))
+    pool = EvaluatorPool(PoolSettings(mode=mode, gpus=gpus, concurrency=1, timeout_s=timeout, trials=trials))
+    result = asyncio.run(pool.evaluate(candidate.read_text(), prob.ref))
+    if as_json:
+        print(json.dumps(result, default=str))
+    else:
+        console.print(f"status: [bold]{result['status']}[/]" + (f"  ({result['reason']})" if result.get("reason") else ""))
+        if result.get("error_text"):
+            console.print(result["error_text"], markup=False)
+        for k in ("time_ms", "ref_time_ms", "speedup", "speedup_compile", "gbps", "tflops", "roofline_fraction",
+                  "timing_kind", "device"):
+            if result.get(k) is not None:
+                console.print(f"{k}: {result[k]:.4g}" if isinstance(result[k], float) else f"{k}: {result[k]}")
+    raise typer.Exit(0 if result["status"] == "ok" else 1)
 
 
 def main() -> None:

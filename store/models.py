@@ -11,7 +11,7 @@ from sqlmodel import Field, SQLModel
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(timezone.utc)
 
 
 class Run(SQLModel, table=True):
@@ -22,6 +22,7 @@ class Run(SQLModel, table=True):
     status: str = "running"               # running | finished | failed | interrupted
     stop_reason: Optional[str] = None     # rounds_done | budget_evaluations | target_speedup | ...
     device: Optional[str] = None          # "cpu-interpreter" or the GPU's name
+    elapsed_s: float = 0.0                # wall time spent running, summed over resumes
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: Optional[datetime] = None
 
@@ -35,6 +36,7 @@ class Idea(SQLModel, table=True):
     text: str
     meta_json: str = "{}"                 # structured extras a provider returned (the offline one's params)
     branches_wanted: int = 1
+    status: str = "open"                  # open: branches still to write | coded: every branch was attempted
     llm_call_id: Optional[int] = Field(default=None, foreign_key="llmcall.id")
     created_at: datetime = Field(default_factory=utcnow)
 
@@ -86,7 +88,7 @@ class LLMCall(SQLModel, table=True):
     status: str = "ok"                    # ok | error | malformed | refused | truncated
     tokens_in: int = 0
     tokens_out: int = 0
-    cost_usd: float = 0.0
+    cost_usd: Optional[float] = None     # None: the model has no price in the config
     latency_s: float = 0.0
     attempts: int = 1
     error: Optional[str] = None

@@ -1,0 +1,103 @@
+"""The offline provider: a rule-based proposer that needs no network, the embedded default.
+
+It answers through the same text contract as an LLM (ideas as JSON, code in a ```python block), so the
+parsing and recording paths are the ones a real provider uses. It reads the structured task from
+`ChatRequest.hints` instead of the prose: the family's search space (evaluators/families/<name>/space.py)
+gives the ideas (moves with their text) and the code (the template rendered at the idea's parameters).
+Deterministic for a given config seed, so a resumed run makes the choices it would have made.
+"""
+from __future__ import annotations
+
+import json
+import random
+
+from kernelsearch.agent.base import ChatReply, ChatRequest
+from kernelsearch.agent.errors import ProviderError
+from kernelsearch.evaluators.problem import load_problem
+
+
+def _approx_tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+class OfflineProvider:
+    name = "offline"
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+
+    def _space(self, problem_ref):
+        problem = load_problem(problem_ref)
+        space = getattr(problem.family, "SPACE", None) if problem.family else None
+        if space is None:
+            raise ProviderError(f"the offline provider needs a built-in family with a search space; "
+                                f"{problem.name!r} has none (use an LLM provider for KernelBench files)")
+        return space
+
+    async def complete(self, request: ChatRequest) -> ChatReply:
+        h = request.hints
+        prompt_tokens = sum(_approx_tokens(m.content) for m in request.messages)
+        if request.role == "ideas":
+            text = self._ideas(h)
+        elif request.role == "code":
+            text = self._code(h)
+        else:
+            raise ProviderError(f"offline provider: unknown role {request.role!r}")
+        return ChatReply(text=text, model="offline-rules", tokens_in=prompt_tokens, tokens_out=_approx_tokens(text))
+
+    # -- ideas ------------------------------------------------------------------------------------------------
+    def _ideas(self, h: dict) -> str:
+        space = self._space(h["problem"])
+        rng = random.Random(f"{self.seed}/ideas/{h.get('round', 0)}")
+        seen = {json.dumps(p, sort_keys=True) for p in h.get("seen_params", [])}
+        per_seed: list[list[dict]] = []
+        for seed in h["seeds"]:
+            params = space.params_of(seed["code"])
+            seen.add(json.dumps(params, sort_keys=True))
+            options = []
+            for move, new in space.applicable(params):
+                key = json.dumps(new, sort_keys=True)
+                if key in seen:
+                    continue
+                options.append({"title": move.title, "description": move.description, "seed": seed["kernel_id"],
+                                "params": new, "fixed": sorted(move.changes), "_key": key})
+            # structural moves (those that change the variant) are tried before tuning ones
+            rng.shuffle(options)
+            options.sort(key=lambda o: 0 if "variant" in o["fixed"] else 1)
+            per_seed.append(options)
+        ideas, used = [], set()
+        n = h["n"]
+        while len(ideas) < n and any(per_seed):
+            for options in per_seed:   # round-robin over the seeds: the best seed first, but not only it
+                while options:
+                    o = options.pop(0)
+                    if o["_key"] not in used:
+                        used.add(o["_key"])
+                        ideas.append({k: v for k, v in o.items() if k != "_key"})
+                        break
+                if len(ideas) >= n:
+                    break
+        return "```json\n" + json.dumps({"ideas": ideas}, indent=1) + "\n```\n"
+
+    # -- code -------------------------------------------------------------------------------------------------
+    def _code(self, h: dict) -> str:
+        space = self._space(h["problem"])
+        idea = h["idea"]
+        meta = idea.get("meta") or {}
+        base = space.params_of(h.get("seed_code") or "")
+        params = meta.get("params")
+        fixed = set(meta.get("fixed") or [])
+        if params is None:   # an idea written elsewhere: match a move by its title, else a random applicable one
+            rng = random.Random(f"{self.seed}/match/{idea['title']}")
+            options = space.applicable(base)
+            match = [(m, p) for m, p in options if m.title.lower() in (idea["title"] + " " +
+                                                                       idea["description"]).lower()]
+            if not (match or options):
+                raise ProviderError("offline provider: no move applies to this seed")
+            move, params = (match or [rng.choice(options)])[0]
+            fixed = set(move.changes)
+        rng = random.Random(f"{self.seed}/code/{idea.get('id')}/{json.dumps(params, sort_keys=True)}")
+        variants = space.branches(params, h["branches"], rng, fixed)
+        chosen = variants[h["branch"] % len(variants)]
+        code = space.render(chosen)
+        return f"Branch {h['branch']} of \"{idea['title']}\": parameters {json.dumps(chosen)}.\n\n```python\n{code}```\n"

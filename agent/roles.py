@@ -1,0 +1,151 @@
+"""The two roles of the search: the idea writer and the coder.
+
+Each renders its prompt from prompts/, calls its provider, parses the reply by the contract, and records the
+call (tokens, cost, latency, attempts, status, error) through `record`, a callback given by the controller.
+A reply that breaks the contract is recorded with its status and does not stop the run; the coder is asked
+once more with the error.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from string import Template
+from typing import Any, Callable, Mapping
+
+from kernelsearch.agent.base import ChatRequest, Message, Provider
+from kernelsearch.agent.cost import call_cost
+from kernelsearch.agent.errors import ProviderError, ReplyError
+from kernelsearch.agent.parsing import extract_code, parse_ideas
+
+from kernelsearch.config import LLMConfig, Price
+
+Recorder = Callable[[dict], int]
+
+
+def prompt(name: str) -> Template:
+    return Template(resources.files("kernelsearch.prompts").joinpath(f"{name}.md").read_text())
+
+
+@dataclass
+class SeedView:
+    kernel_id: int
+    code: str
+    result: str            # "0.91 ms, 1.8x eager, 74% of roofline (memory-bound)" or the failure
+
+
+@dataclass
+class IdeaOut:
+    title: str
+    description: str
+    seed_kernel_id: int | None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CodeOut:
+    code: str | None
+    llm_call_id: int | None
+    error: str | None = None
+
+
+def _extras(text: str) -> list[dict]:
+    """The idea objects as JSON, with any fields beyond title and description (a seed id, parameters)."""
+    from kernelsearch.agent.parsing import _load_json
+
+    try:
+        data = _load_json(text)
+    except ValueError:
+        return []
+    items = data.get("ideas") if isinstance(data, dict) else data
+    return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
+
+class _Role:
+    role = ""
+
+    def __init__(self, provider: Provider, cfg: LLMConfig, prices: Mapping[str, Price], record: Recorder):
+        self.provider, self.cfg, self.prices, self.record = provider, cfg, prices, record
+
+    async def _call(self, messages: list[Message], hints: dict) -> tuple[Any, dict, str | None]:
+        """One provider call. Returns (reply or None, the call's row to record, error)."""
+        req = ChatRequest(messages=messages, role=self.role, max_tokens=self.cfg.max_tokens,
+                          temperature=self.cfg.temperature, hints=hints)
+        t0 = time.monotonic()
+        row = {"role": self.role, "provider": self.provider.name, "model": self.cfg.model or self.provider.name}
+        try:
+            reply = await self.provider.complete(req)
+        except ProviderError as err:
+            row.update(status="error", error=str(err), attempts=err.attempts, latency_s=time.monotonic() - t0)
+            return None, row, str(err)
+        row.update(model=reply.model, tokens_in=reply.tokens_in, tokens_out=reply.tokens_out,
+                   cost_usd=call_cost(self.prices, reply.model, reply.tokens_in, reply.tokens_out),
+                   latency_s=time.monotonic() - t0, attempts=reply.attempts, reply_text=reply.text)
+        return reply, row, None
+
+
+class IdeaWriter(_Role):
+    role = "ideas"
+
+    async def propose(self, *, problem: str, reference: str, timed_case: str, device: str, seeds: list[SeedView],
+                      tried: list[str], n: int, hints: dict) -> tuple[list[IdeaOut], int | None, str | None]:
+        seeds_text = "\n\n".join(f"### Kernel {s.kernel_id}: {s.result}\n\n```python\n{s.code}\n```" for s in seeds)
+        msgs = [Message("system", prompt("system").substitute()),
+                Message("user", prompt("ideas").substitute(
+                    problem=problem, reference=reference, timed_case=timed_case, device=device, seeds=seeds_text,
+                    tried="\n".join(f"- {t}" for t in tried) or "(none yet)", n=n))]
+        reply, row, err = await self._call(msgs, {**hints, "n": n})
+        if reply is None:
+            return [], self.record(row), err
+        try:
+            drafts = parse_ideas(reply.text, finish_reason=reply.finish_reason, min_ideas=1, max_ideas=n)
+        except ReplyError as e:
+            row.update(status=e.kind, error=str(e))
+            return [], self.record(row), str(e)
+        call_id = self.record({**row, "status": "ok"})
+        extras = {str(x.get("title", "")).strip().lower(): x for x in _extras(reply.text)}
+        valid_seeds = {s.kernel_id for s in seeds}
+        out = []
+        for i, d in enumerate(drafts):
+            x = extras.get(d.title.strip().lower(), {})
+            seed = x.get("seed")
+            if seed not in valid_seeds:
+                seed = seeds[i % len(seeds)].kernel_id if seeds else None
+            meta = {k: v for k, v in x.items() if k not in ("title", "description", "seed")}
+            out.append(IdeaOut(d.title, d.description, seed, meta))
+        return out, call_id, None
+
+
+class Coder(_Role):
+    role = "code"
+
+    async def write(self, *, problem: str, reference: str, timed_case: str, seed_id: int | None, seed_code: str,
+                    seed_result: str, idea: dict, branch: int, branches: int, sibling_errors: list[str],
+                    hints: dict) -> CodeOut:
+        errs = ""
+        if sibling_errors:
+            errs = "\nSibling branches of this idea failed; avoid their mistakes:\n" + "\n".join(
+                f"- {e}" for e in sibling_errors[-3:]) + "\n"
+        msgs = [Message("system", prompt("system").substitute()),
+                Message("user", prompt("code").substitute(
+                    problem=problem, reference=reference, timed_case=timed_case, seed_id=seed_id,
+                    seed_result=seed_result, seed_code=seed_code, idea_title=idea["title"],
+                    idea_description=idea["description"], branch=branch, branches=branches,
+                    sibling_errors=errs))]
+        h = {**hints, "idea": idea, "seed_code": seed_code, "branch": branch, "branches": branches}
+        last_err, call_id = None, None
+        for attempt in range(2):   # one more ask, with the error, when the reply breaks the contract
+            reply, row, err = await self._call(msgs, h)
+            if reply is None:
+                return CodeOut(None, self.record(row), err)
+            try:
+                code = extract_code(reply.text, finish_reason=reply.finish_reason)
+            except ReplyError as e:
+                last_err = str(e)
+                row.update(status=e.kind, error=last_err)
+                call_id = self.record(row)
+                msgs = msgs + [Message("assistant", reply.text), Message("user", prompt("retry").substitute(
+                    error=last_err, what="the complete kernel file in one ```python fenced block."))]
+                continue
+            return CodeOut(code, self.record({**row, "status": "ok"}))
+        return CodeOut(None, call_id, last_err)

@@ -1,0 +1,119 @@
+"""Starting and resuming runs: the glue between config, store, evaluator pool and controller."""
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import datetime
+from pathlib import Path
+
+from rich.console import Console
+from sqlmodel import select
+
+from kernelsearch.config import Config, parse_config
+from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings, detect_mode
+from kernelsearch.search.controller import Controller
+from kernelsearch.store import Run, open_store, session_scope
+
+
+class RunError(Exception):
+    """A run cannot be started or resumed; the message says why."""
+
+
+def pool_for(cfg: Config) -> EvaluatorPool:
+    mode, gpus = detect_mode(cfg.device)
+    e = cfg.evaluation
+    return EvaluatorPool(PoolSettings(mode=mode, gpus=gpus, concurrency=cfg.search.concurrency,
+                                      timeout_s=e.timeout_s, trials=e.trials, timing_iters=e.timing_iters,
+                                      compare_compile=e.compare_compile))
+
+
+class Progress:
+    """Prints the round, evaluations done/queued, the best speedup, tokens and cost as the run goes."""
+
+    def __init__(self, console: Console, engine, run_id: int):
+        self.c, self.engine, self.run_id = console, engine, run_id
+        self.done = self.queued = 0
+        self.best: float | None = None
+        self.round = 0
+
+    def __call__(self, kind: str, data: dict) -> None:
+        if kind == "round":
+            self.round = data["round"]
+            self.c.print(f"[bold]round {self.round}[/]: seeds {data['seeds']}")
+        elif kind == "ideas":
+            self.c.print(f"  {data['n']} ideas: " + "; ".join(data["titles"]))
+        elif kind == "evaluating":
+            self.queued += 1
+        elif kind == "evaluated":
+            self.done += 1
+            self.queued -= 1
+            sp = data["speedup"]
+            if data["status"] == "ok" and sp is not None and (self.best is None or sp > self.best):
+                self.best = sp
+            what = f"{sp:.3f}x" if data["status"] == "ok" and sp is not None else (data["reason"] or "")[:90]
+            tok, cost = self._usage()
+            best = f"{self.best:.3f}x" if self.best is not None else "-"
+            self.c.print(f"  kernel {data['kernel_id']:>4}: {data['status']:<13} {what:<40} | round {self.round} "
+                         f"evals {self.done} done {self.queued} queued | best {best} | tokens {tok} ${cost:.4f}")
+        elif kind == "llm_error":
+            self.c.print(f"  [yellow]{data['role']} reply unusable:[/] {str(data['error'])[:200]}")
+        elif kind == "finished":
+            self.c.print(f"[bold]finished[/]: {data['reason']}")
+
+    def _usage(self) -> tuple[int, float]:
+        from sqlalchemy import func
+
+        from kernelsearch.store import LLMCall
+        with session_scope(self.engine) as s:
+            tok, cost = s.exec(select(func.coalesce(func.sum(LLMCall.tokens_in + LLMCall.tokens_out), 0),
+                                      func.coalesce(func.sum(LLMCall.cost_usd), 0.0))
+                               .where(LLMCall.run_id == self.run_id)).one()
+        return int(tok), float(cost)
+
+
+def start_run(cfg: Config, db: Path, name: str | None, console: Console) -> str:
+    engine = open_store(db)
+    name = name or cfg.name or f"{Path(cfg.problem).stem}-{datetime.now():%Y%m%d-%H%M%S}"
+    with session_scope(engine) as s:
+        if s.exec(select(Run).where(Run.name == name)).first():
+            raise RunError(f"a run named {name!r} already exists in {db}; `kernelsearch resume {name}` continues it")
+        pool = pool_for(cfg)
+        run = Run(name=name, problem=cfg.problem, config_json=cfg.model_dump_json(),
+                  device="cpu-interpreter" if pool.s.mode == "cpu" else "cuda")
+        s.add(run)
+        s.flush()
+        run_id = run.id
+    console.print(f"run [bold]{name}[/] in {db}: problem {cfg.problem}, "
+                  f"provider {cfg.role('ideas').provider}/{cfg.role('code').provider}, device {pool.s.mode}")
+    return _drive(cfg, engine, run_id, pool, console, name)
+
+
+def resume_run(name: str, db: Path, console: Console) -> str:
+    if not Path(db).exists():
+        raise RunError(f"no store at {db}")
+    engine = open_store(db)
+    with session_scope(engine) as s:
+        run = s.exec(select(Run).where(Run.name == name)).first()
+        if run is None:
+            raise RunError(f"no run named {name!r} in {db}")
+        if run.status == "finished":
+            raise RunError(f"run {name!r} already finished ({run.stop_reason}); nothing to resume")
+        cfg = parse_config(json.loads(run.config_json), source=f"run {name!r}'s stored config")
+        run.status = "running"
+        s.add(run)
+        run_id = run.id
+    console.print(f"resuming run [bold]{name}[/] in {db}")
+    return _drive(cfg, engine, run_id, pool_for(cfg), console, name)
+
+
+def _drive(cfg: Config, engine, run_id: int, pool: EvaluatorPool, console: Console, name: str) -> str:
+    controller = Controller(cfg, engine, run_id, pool, events=Progress(console, engine, run_id))
+    try:
+        return asyncio.run(controller.run())
+    except KeyboardInterrupt:
+        with session_scope(engine) as s:
+            run = s.get(Run, run_id)
+            run.status = "interrupted"
+            s.add(run)
+        console.print(f"interrupted; `kernelsearch resume {name}` continues the run")
+        raise

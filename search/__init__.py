@@ -1,0 +1,1 @@
+"""The async controller: rounds, branching, seed selection, budgets, stop rules, resume."""

@@ -1,0 +1,37 @@
+# kernelsearch: `make run` (install if needed, then a real search on the embedded default) and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+NAME   := demo-$(shell date +%Y%m%d-%H%M%S)
+
+.PHONY: install run test test-slow test-all lint clean
+
+install: $(STAMP)
+
+# torch first, pinned: 2.13.0 is the CPU build on local disk (a bare `torch` would pull a CUDA build of GBs).
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+run: install
+	$(BIN)/kernelsearch run configs/demo.yaml --name $(NAME)
+	$(BIN)/kernelsearch tree $(NAME) --db runs/demo.db
+
+test: install
+	$(BIN)/python -m pytest -q -m "not slow"
+
+test-slow: install
+	$(BIN)/python -m pytest -q -m slow
+
+test-all: install
+	$(BIN)/python -m pytest -q
+
+lint: install
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) runs build *.egg-info

@@ -52,6 +52,13 @@ def detect_mode(device: str) -> tuple[str, list[int]]:
 
 def _limits(timeout_s: float):
     def apply() -> None:
+        # die with the parent: a killed controller leaves no worker behind (Linux; elsewhere the timeout does)
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
         # no core files; a bounded number of open files and a cap on file size; CPU time a little over the timeout
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))

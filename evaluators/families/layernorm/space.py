@@ -1,0 +1,422 @@
+"""LayerNorm search space, shared with layernorm_crfm (the same kernels behind another ModelNew interface).
+
+Variants, by the bytes they move per row of n elements of `size` bytes (the floor is 2 * n * size plus the
+weight and bias once; at the timed bf16 8192 x 4096, 134 MB, 32 us at 4.2 TB/s):
+- `single`: the row whole in registers; mean, then the variance of x - mean, both on registers: one read,
+  stable (the two-pass formula costs no extra memory traffic here).
+- `welford`: a sweep of per-lane Welford updates (running count, mean and M2 per lane, merged across lanes
+  with Chan's formula), then a normalize sweep: two reads of the row, any width.
+- `two_pass`: mean sweep, variance sweep, normalize sweep: three reads, the simplest stable chunked form.
+- `split`: for few, very wide rows (the CRFM problem: 16 rows of 4M elements, fewer rows than SMs): many
+  programs per row each reduce a SPLIT_CHUNK slice to (count, mean, M2) with Chan's formula, a small kernel
+  merges them per row, and the apply kernel walks a column block over APPLY_ROWS rows, so the weight and bias
+  are read once in all instead of once per row. x is read twice: 3 * n * size per row plus the affine once.
+Never E[x^2] - E[x]^2: in fp32 it loses the variance when the mean is large (see wrong/).
+"""
+from __future__ import annotations
+
+from string import Template
+
+from kernelsearch.evaluators.space import Move, SearchSpace
+
+_PROLOGUE = '''import math
+
+import torch
+import triton
+import triton.language as tl
+'''
+
+_SINGLE = '''
+
+@triton.jit
+def _layernorm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, eps,
+                           BLOCK: tl.constexpr, ROWS: tl.constexpr, PERSISTENT: tl.constexpr):
+    # ROWS rows per step, each whole in registers: x read once, y written once (2 * n_cols * size bytes a
+    # row); weight and bias loaded once per program. The variance is taken of x - mean, on registers.
+    cols = tl.arange(0, BLOCK)
+    col_ok = cols < n_cols
+    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0$W_HINT).to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=col_ok, other=0.0$W_HINT).to(tl.float32)
+    n_groups = tl.cdiv(n_rows, ROWS)
+    step = tl.num_programs(0) if PERSISTENT else n_groups
+    for g in range(tl.program_id(0), n_groups, step):
+        rows = g * ROWS + tl.arange(0, ROWS)
+        mask = (rows[:, None] < n_rows) & col_ok[None, :]
+        rows64 = rows.to(tl.int64)
+        x = tl.load(x_ptr + rows64[:, None] * x_stride + cols[None, :], mask=mask, other=0.0$X_HINT)
+        x = x.to(tl.float32)
+        mean = tl.sum(x, axis=1) / n_cols
+        d = tl.where(mask, x - mean[:, None], 0.0)
+        rstd = tl.rsqrt(tl.sum(d * d, axis=1) / n_cols + eps)
+        y = d * rstd[:, None] * w[None, :] + b[None, :]
+        tl.store(y_ptr + rows64[:, None] * y_stride + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _launch(x, w, b, y, n_rows, n_cols, eps):
+    block = max(triton.next_power_of_2(n_cols), 16)
+    if block > 65536:
+        raise ValueError(f"layernorm: a row of {n_cols} does not fit in registers; use a chunked variant")
+    rows = $ROWS
+    groups = triton.cdiv(n_rows, rows)
+    grid = (min(groups, _num_programs(x)),) if $PERSISTENT else (groups,)
+    _layernorm_rows_kernel[grid](x, w, b, y, n_rows, n_cols, x.stride(0), y.stride(0), eps,
+                                 BLOCK=block, ROWS=rows, PERSISTENT=$PERSISTENT,
+                                 num_warps=$num_warps, num_stages=$num_stages)
+'''
+
+_NORMALIZE_SWEEP = '''
+        for start in tl.range(0, n_cols, BLOCK, num_stages=$num_stages):
+            cols = start + offs
+            ok = cols < n_cols
+            x = tl.load(x_row + cols, mask=ok, other=0.0$X_HINT).to(tl.float32)
+            w = tl.load(w_ptr + cols, mask=ok, other=0.0$W_HINT).to(tl.float32)
+            b = tl.load(b_ptr + cols, mask=ok, other=0.0$W_HINT).to(tl.float32)
+            tl.store(y_row + cols, ((x - mean) * rstd * w + b).to(y_ptr.dtype.element_ty), mask=ok)
+'''
+
+_WELFORD = '''
+
+@triton.jit
+def _layernorm_welford_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, eps,
+                              BLOCK: tl.constexpr, PERSISTENT: tl.constexpr):
+    # Sweep 1: per-lane Welford (count, mean, M2), merged across lanes with Chan's formula; stable at any
+    # mean. Sweep 2 reloads x (from L2 for rows of tens of KB) and writes: 2 reads + 1 write per element.
+    offs = tl.arange(0, BLOCK)
+    step = tl.num_programs(0) if PERSISTENT else n_rows
+    for row in range(tl.program_id(0), n_rows, step):
+        x_row = x_ptr + tl.cast(row, tl.int64) * x_stride
+        y_row = y_ptr + tl.cast(row, tl.int64) * y_stride
+        cnt = tl.zeros([BLOCK], tl.float32)
+        lane_mean = tl.zeros([BLOCK], tl.float32)
+        lane_m2 = tl.zeros([BLOCK], tl.float32)
+        for start in tl.range(0, n_cols, BLOCK, num_stages=$num_stages):
+            cols = start + offs
+            ok = cols < n_cols
+            x = tl.load(x_row + cols, mask=ok, other=0.0).to(tl.float32)
+            cnt_new = cnt + tl.where(ok, 1.0, 0.0)
+            delta = x - lane_mean
+            lane_mean += tl.where(ok, delta / tl.maximum(cnt_new, 1.0), 0.0)
+            lane_m2 += tl.where(ok, delta * (x - lane_mean), 0.0)
+            cnt = cnt_new
+        mean = tl.sum(cnt * lane_mean, axis=0) / n_cols
+        dm = lane_mean - mean
+        rstd = tl.rsqrt(tl.sum(lane_m2 + cnt * dm * dm, axis=0) / n_cols + eps)
+$NORMALIZE_SWEEP
+
+def _launch(x, w, b, y, n_rows, n_cols, eps):
+    grid = (min(n_rows, _num_programs(x)),) if $PERSISTENT else (n_rows,)
+    _layernorm_welford_kernel[grid](x, w, b, y, n_rows, n_cols, x.stride(0), y.stride(0), eps,
+                                    BLOCK=$BLOCK, PERSISTENT=$PERSISTENT, num_warps=$num_warps)
+'''
+
+_TWO_PASS = '''
+
+@triton.jit
+def _layernorm_two_pass_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, eps,
+                               BLOCK: tl.constexpr, PERSISTENT: tl.constexpr):
+    # mean sweep, variance-of-(x - mean) sweep, normalize sweep: three reads of the row, stable.
+    offs = tl.arange(0, BLOCK)
+    step = tl.num_programs(0) if PERSISTENT else n_rows
+    for row in range(tl.program_id(0), n_rows, step):
+        x_row = x_ptr + tl.cast(row, tl.int64) * x_stride
+        y_row = y_ptr + tl.cast(row, tl.int64) * y_stride
+        acc = tl.zeros([BLOCK], tl.float32)
+        for start in tl.range(0, n_cols, BLOCK, num_stages=$num_stages):
+            cols = start + offs
+            acc += tl.load(x_row + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+        mean = tl.sum(acc, axis=0) / n_cols
+        acc = tl.zeros([BLOCK], tl.float32)
+        for start in tl.range(0, n_cols, BLOCK, num_stages=$num_stages):
+            cols = start + offs
+            x = tl.load(x_row + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+            d = tl.where(cols < n_cols, x - mean, 0.0)
+            acc += d * d
+        rstd = tl.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
+$NORMALIZE_SWEEP
+
+def _launch(x, w, b, y, n_rows, n_cols, eps):
+    grid = (min(n_rows, _num_programs(x)),) if $PERSISTENT else (n_rows,)
+    _layernorm_two_pass_kernel[grid](x, w, b, y, n_rows, n_cols, x.stride(0), y.stride(0), eps,
+                                     BLOCK=$BLOCK, PERSISTENT=$PERSISTENT, num_warps=$num_warps)
+'''
+
+_SPLIT = '''
+
+@triton.jit
+def _layernorm_partial_kernel(x_ptr, part_ptr, n_cols, n_chunks, x_stride,
+                              CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+    # One program per (row, CHUNK-slice): (count, mean, M2) of the slice, BLOCK elements at a time, each block
+    # reduced two-pass on registers and merged with Chan's formula. Reads the row once across programs.
+    row = tl.program_id(0)
+    chunk = tl.program_id(1)
+    x_row = x_ptr + tl.cast(row, tl.int64) * x_stride
+    offs = tl.arange(0, BLOCK)
+    lo = chunk * CHUNK
+    hi = tl.minimum(lo + CHUNK, n_cols)
+    n = 0.0
+    mean = 0.0
+    m2 = 0.0
+    for start in tl.range(lo, hi, BLOCK, num_stages=$num_stages):
+        cols = start + offs
+        ok = cols < hi
+        x = tl.load(x_row + cols, mask=ok, other=0.0$X_HINT).to(tl.float32)
+        c = tl.minimum(hi - start, BLOCK).to(tl.float32)
+        bmean = tl.sum(x, axis=0) / c
+        d = tl.where(ok, x - bmean, 0.0)
+        bm2 = tl.sum(d * d, axis=0)
+        n_new = n + c
+        delta = bmean - mean
+        mean += delta * (c / n_new)
+        m2 += bm2 + delta * delta * (n * c / n_new)
+        n = n_new
+    out = part_ptr + (tl.cast(row, tl.int64) * n_chunks + chunk) * 3
+    tl.store(out, n)
+    tl.store(out + 1, mean)
+    tl.store(out + 2, m2)
+
+
+@triton.jit
+def _layernorm_merge_kernel(part_ptr, stats_ptr, n_chunks, n_cols, eps, PBLOCK: tl.constexpr):
+    # One program per row merges its slices' (count, mean, M2) with Chan's formula: mean and rstd.
+    row = tl.program_id(0)
+    base = part_ptr + tl.cast(row, tl.int64) * n_chunks * 3
+    offs = tl.arange(0, PBLOCK)
+    n = 0.0
+    mean = 0.0
+    m2 = 0.0
+    for start in range(0, n_chunks, PBLOCK):
+        idx = start + offs
+        ok = idx < n_chunks
+        pn = tl.load(base + idx * 3, mask=ok, other=0.0)
+        pmean = tl.load(base + idx * 3 + 1, mask=ok, other=0.0)
+        pm2 = tl.load(base + idx * 3 + 2, mask=ok, other=0.0)
+        c = tl.sum(pn, axis=0)
+        bmean = tl.sum(pn * pmean, axis=0) / c
+        d = tl.where(ok, pmean - bmean, 0.0)
+        bm2 = tl.sum(pm2 + pn * d * d, axis=0)
+        n_new = n + c
+        delta = bmean - mean
+        mean += delta * (c / n_new)
+        m2 += bm2 + delta * delta * (n * c / n_new)
+        n = n_new
+    tl.store(stats_ptr + row * 2, mean)
+    tl.store(stats_ptr + row * 2 + 1, tl.rsqrt(m2 / n_cols + eps))
+
+
+@triton.jit
+def _layernorm_apply_kernel(x_ptr, w_ptr, b_ptr, y_ptr, stats_ptr, n_rows, n_cols, x_stride, y_stride,
+                            BLOCK: tl.constexpr, APPLY_ROWS: tl.constexpr):
+    # A column block of the weight and bias is loaded once and applied to APPLY_ROWS rows: the affine
+    # parameters cross DRAM once per APPLY_ROWS rows; x is read (its second time) and y written once.
+    cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = cols < n_cols
+    w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=ok, other=0.0).to(tl.float32)
+    row0 = tl.program_id(1) * APPLY_ROWS
+    for r in range(row0, tl.minimum(row0 + APPLY_ROWS, n_rows)):
+        mean = tl.load(stats_ptr + r * 2)
+        rstd = tl.load(stats_ptr + r * 2 + 1)
+        r64 = tl.cast(r, tl.int64)
+        x = tl.load(x_ptr + r64 * x_stride + cols, mask=ok, other=0.0$X_HINT).to(tl.float32)
+        tl.store(y_ptr + r64 * y_stride + cols, ((x - mean) * rstd * w + b).to(y_ptr.dtype.element_ty), mask=ok)
+
+
+def _launch(x, w, b, y, n_rows, n_cols, eps):
+    chunk = max(min($SPLIT_CHUNK, triton.next_power_of_2(n_cols)), $BLOCK)
+    n_chunks = triton.cdiv(n_cols, chunk)
+    part = torch.empty((n_rows, n_chunks, 3), dtype=torch.float32, device=x.device)
+    stats = torch.empty((n_rows, 2), dtype=torch.float32, device=x.device)
+    _layernorm_partial_kernel[(n_rows, n_chunks)](x, part, n_cols, n_chunks, x.stride(0), CHUNK=chunk,
+                                                  BLOCK=$BLOCK, num_warps=$num_warps)
+    pblock = min(max(triton.next_power_of_2(n_chunks), 16), 1024)
+    _layernorm_merge_kernel[(n_rows,)](part, stats, n_chunks, n_cols, eps, PBLOCK=pblock, num_warps=4)
+    grid = (triton.cdiv(n_cols, $BLOCK), triton.cdiv(n_rows, $APPLY_ROWS))
+    _layernorm_apply_kernel[grid](x, w, b, y, stats, n_rows, n_cols, x.stride(0), y.stride(0),
+                                  BLOCK=$BLOCK, APPLY_ROWS=$APPLY_ROWS, num_warps=$num_warps)
+'''
+
+_COMMON = '''
+
+_SMS = {}
+
+
+def _num_programs(x):
+    # persistent grids: a few programs per SM (the interpreter has no SMs; 4 keeps it quick)
+    if x.device.type != "cuda":
+        return 4
+    idx = x.device.index or 0
+    if idx not in _SMS:
+        _SMS[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
+    return _SMS[idx] * $PROGRAMS_PER_SM
+
+
+def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float, n_dims: int = 1):
+    """LayerNorm over the last `n_dims` dimensions of x, with an elementwise weight and bias of that shape."""
+    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise TypeError(f"layernorm kernel: unsupported dtype {x.dtype}")
+    shape = x.shape
+    norm_shape = tuple(shape[len(shape) - n_dims:])
+    if tuple(weight.shape) != norm_shape or tuple(bias.shape) != norm_shape:
+        raise ValueError(f"layernorm kernel: weight {tuple(weight.shape)} and bias {tuple(bias.shape)} "
+                         f"for normalized shape {norm_shape}")
+    n_cols = math.prod(norm_shape)
+    x2 = x.reshape(-1, n_cols)
+    if x2.stride(-1) != 1:
+        x2 = x2.contiguous()
+    n_rows = x2.shape[0]
+    y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    if n_rows and n_cols:
+        _launch(x2, weight.reshape(-1).contiguous(), bias.reshape(-1).contiguous(), y, n_rows, n_cols, eps)
+    return y.reshape(shape)
+'''
+
+# The ModelNew of each interface: its constructor and parameter names are the reference's.
+_INTERFACES = {
+    "llm": '''
+
+class ModelNew(torch.nn.Module):
+    def __init__(self, hidden_size: int, eps: float = 1e-5, dtype: str = "float32"):
+        super().__init__()
+        self.eps = eps
+        self.weight = torch.nn.Parameter(torch.ones(hidden_size, dtype=getattr(torch, dtype)))
+        self.bias = torch.nn.Parameter(torch.zeros(hidden_size, dtype=getattr(torch, dtype)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return layer_norm(x, self.weight, self.bias, self.eps)
+''',
+    "crfm": '''
+
+class _Affine(torch.nn.Module):
+    # holds the parameters under the reference's names (ln.weight, ln.bias)
+    def __init__(self, shape):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(shape))
+        self.bias = torch.nn.Parameter(torch.zeros(shape))
+
+
+class ModelNew(torch.nn.Module):
+    def __init__(self, normalized_shape: tuple):
+        super().__init__()
+        self.ln = _Affine(tuple(normalized_shape))
+        self.eps = 1e-5
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return layer_norm(x, self.ln.weight, self.ln.bias, self.eps, self.ln.weight.dim())
+''',
+}
+
+_BODIES = {"single": _SINGLE, "welford": _WELFORD, "two_pass": _TWO_PASS, "split": _SPLIT}
+
+
+def make_template(interface: str):
+    def template(p: dict) -> str:
+        hints = p["cache_hints"]
+        fill = {
+            # x is streamed: evict it first; the weight and bias are reused by every row: keep them in L2
+            "X_HINT": ', eviction_policy="evict_first"' if hints else "",
+            "W_HINT": ', eviction_policy="evict_last"' if hints else "",
+            "ROWS": p["ROWS"], "BLOCK": p["BLOCK"], "PERSISTENT": p["persistent"],
+            "num_warps": p["num_warps"], "num_stages": p["num_stages"],
+            "PROGRAMS_PER_SM": p["programs_per_sm"], "SPLIT_CHUNK": p["SPLIT_CHUNK"],
+            "APPLY_ROWS": p["APPLY_ROWS"],
+        }
+        body = _BODIES[p["variant"]].replace("$NORMALIZE_SWEEP", _NORMALIZE_SWEEP.rstrip("\n"))
+        return Template(_PROLOGUE + body + _COMMON + _INTERFACES[interface]).substitute(fill)
+
+    return template
+
+
+PARAMS = {
+    "variant": ["single", "welford", "two_pass", "split"],
+    "BLOCK": [256, 512, 1024, 2048, 4096, 8192],
+    "ROWS": [1, 2, 4, 8],
+    "num_warps": [1, 2, 4, 8, 16, 32],
+    "num_stages": [1, 2, 3, 4],
+    "persistent": [False, True],
+    "programs_per_sm": [1, 2, 4, 8],
+    "cache_hints": [False, True],
+    "SPLIT_CHUNK": [4096, 16384, 65536, 262144],
+    "APPLY_ROWS": [1, 4, 16, 64],
+}
+
+DEFAULT = {"variant": "single", "BLOCK": 2048, "ROWS": 1, "num_warps": 8, "num_stages": 2,
+           "persistent": False, "programs_per_sm": 4, "cache_hints": False, "SPLIT_CHUNK": 65536,
+           "APPLY_ROWS": 16}
+
+
+def make_moves() -> list[Move]:
+    single = lambda p: p["variant"] == "single"  # noqa: E731
+    chunked = lambda p: p["variant"] != "single"  # noqa: E731
+    split = lambda p: p["variant"] == "split"  # noqa: E731
+    moves = [
+        Move("keep the row in registers",
+             "Load each row whole: x is read from memory once (2 * width * size bytes a row, the floor) and the "
+             "stable two-pass variance costs no extra traffic because the second pass is over registers.",
+             {"variant": "single"}),
+        Move("Welford sweep",
+             "One sweep of per-lane Welford updates (count, mean, M2) merged with Chan's formula, then a "
+             "normalize sweep: two reads of the row instead of three, stable at any mean, any width.",
+             {"variant": "welford"}),
+        Move("three plain sweeps",
+             "Mean sweep, variance-of-(x - mean) sweep, normalize sweep: three reads of each row; the simplest "
+             "stable chunked form, for comparison.", {"variant": "two_pass"}),
+        Move("split each row over many programs",
+             "For few very wide rows (fewer rows than SMs): slices of a row reduce to (count, mean, M2) in "
+             "parallel, a tiny kernel merges them, and the apply kernel reuses each weight/bias block across "
+             "rows, so the affine parameters are read once in all. x is read twice.",
+             {"variant": "split"}),
+        Move("persistent grid",
+             "A few programs per SM loop over rows: weight and bias are loaded once per program, not per row "
+             "(2 * width * size bytes of L2 traffic saved a row), and launch and tail effects shrink.",
+             {"persistent": True}, when=lambda p: p["variant"] != "split"),
+        Move("one program per row group",
+             "Launch one program per row (group) and let the hardware schedule them.", {"persistent": False},
+             when=lambda p: p["variant"] != "split"),
+        Move("cache hints",
+             "Load x with evict_first (it streams) and weight and bias with evict_last (every row reuses them).",
+             {"cache_hints": True}),
+        Move("no cache hints", "Plain loads: let L2 manage itself.", {"cache_hints": False}),
+    ]
+    for r in PARAMS["ROWS"]:
+        moves.append(Move(f"pack {r} rows per program",
+                          f"Process {r} rows per step as a 2-D block: narrow rows fill the warps and more bytes "
+                          f"are in flight per program.", {"variant": "single", "ROWS": r}))
+    for w in (2, 4, 8, 16, 32):
+        moves.append(Move(f"{w} warps on the whole row",
+                          f"Spread the in-register row over {w} warps: fewer elements per thread cuts registers; "
+                          f"more gives wider loads.", {"num_warps": w}, when=single))
+    for b in PARAMS["BLOCK"]:
+        for w in (4, 8, 16):
+            moves.append(Move(f"BLOCK {b} with {w} warps",
+                              f"Chunks of {b} elements per iteration, {w} warps per program: "
+                              f"{max(b // (32 * w), 1)} elements per thread per load.",
+                              {"BLOCK": b, "num_warps": w}, when=chunked))
+    for s in PARAMS["num_stages"]:
+        moves.append(Move(f"pipeline loads {s} deep",
+                          f"num_stages={s} on the chunk loops so the next chunk's loads are in flight while the "
+                          f"current one is reduced.", {"num_stages": s}, when=chunked))
+    for n in PARAMS["programs_per_sm"]:
+        moves.append(Move(f"{n} persistent programs per SM",
+                          f"{n} resident programs per SM: more hides latency, fewer reuses the affine more.",
+                          {"programs_per_sm": n}, when=lambda p: p["persistent"] and p["variant"] != "split"))
+    for c in PARAMS["SPLIT_CHUNK"]:
+        moves.append(Move(f"slices of {c} elements",
+                          f"Each statistics program reduces {c} elements of a row: smaller slices make more "
+                          f"programs (more parallelism for few rows), larger ones fewer partials to merge.",
+                          {"SPLIT_CHUNK": c}, when=split))
+    for a in PARAMS["APPLY_ROWS"]:
+        moves.append(Move(f"apply to {a} rows per weight block",
+                          f"Each apply program reuses its weight/bias block for {a} rows: the affine crosses DRAM "
+                          f"once per {a} rows; fewer rows per program gives more programs.",
+                          {"APPLY_ROWS": a}, when=split))
+    return moves
+
+
+def make_space(interface: str, default: dict | None = None) -> SearchSpace:
+    return SearchSpace(params=PARAMS, default=dict(default or DEFAULT), template=make_template(interface),
+                       moves=make_moves(),
+                       tuning=["num_warps", "num_stages", "BLOCK", "ROWS", "programs_per_sm", "SPLIT_CHUNK",
+                               "APPLY_ROWS"])
+
+
+SPACE = make_space("llm")

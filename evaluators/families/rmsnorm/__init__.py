@@ -1,0 +1,6 @@
+"""RMSNorm over the last dimension: starter kernel and offline search space (see space.py)."""
+from kernelsearch.evaluators.families.rmsnorm.space import SPACE
+
+STARTER = SPACE.render(SPACE.default)
+
+__all__ = ["SPACE", "STARTER"]

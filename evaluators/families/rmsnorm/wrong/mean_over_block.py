@@ -1,0 +1,32 @@
+"""WRONG: divides the sum of squares by the padded block width instead of the row width.
+
+Right only when the width is a power of two; every odd width is normalized by too small a mean square.
+"""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _rmsnorm_kernel(x_ptr, w_ptr, y_ptr, n_cols, stride, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    rstd = tl.rsqrt(tl.sum(x * x, axis=0) / BLOCK + eps)  # the bug: BLOCK, not n_cols
+    tl.store(y_ptr + row * stride + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+class ModelNew(torch.nn.Module):
+    def __init__(self, hidden_size: int, eps: float = 1e-6, dtype: str = "float32"):
+        super().__init__()
+        self.eps = eps
+        self.weight = torch.nn.Parameter(torch.ones(hidden_size, dtype=getattr(torch, dtype)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x2 = x.reshape(-1, x.shape[-1]).contiguous()
+        y = torch.empty_like(x2)
+        _rmsnorm_kernel[(x2.shape[0],)](x2, self.weight, y, x2.shape[1], x2.stride(0), self.eps,
+                                        BLOCK=triton.next_power_of_2(x2.shape[1]))
+        return y.reshape(x.shape)

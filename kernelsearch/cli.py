@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -15,12 +16,11 @@ from kernelsearch.config import ConfigError, load_config
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="LLM-driven tree search for fast GPU kernels.")
 views.register(app)
 console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
 DEFAULT_DB = Path("runs/kernelsearch.db")
 
 
 def _fail(msg: str) -> None:
-    err_console.print(f"error: {msg}", markup=False)
+    print(f"error: {msg}", file=sys.stderr)   # one line, never wrapped
     raise typer.Exit(2)
 
 

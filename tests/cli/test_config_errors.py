@@ -1,0 +1,36 @@
+"""A bad config fails with one clear line naming the key, before anything is stored."""
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tests.helpers import cli
+
+CASES = [
+    ({"problem": "softmax", "serach": {"rounds": 2}}, "serach: unknown key"),
+    ({"problem": "softmax", "search": {"rounds": "two"}}, "search.rounds: Input should be a valid integer"),
+    ({"search": {"rounds": 2}}, "problem: missing required key"),
+    ({"problem": "no_such_family"}, "problem: unknown problem 'no_such_family'"),
+    ({"problem": "missing/file.py"}, "problem: problem file not found"),
+    ({"problem": "softmax", "llm": {"provider": "openai"}}, "needs llm.model"),
+    ({"problem": "softmax", "llm": {"provider": "gemini"}}, "llm.provider: Input should be"),
+]
+
+
+@pytest.mark.parametrize("data,expected", CASES)
+def test_bad_config_one_clear_line(tmp_path, data, expected):
+    cfg = tmp_path / "bad.yaml"
+    data.setdefault("store", str(tmp_path / "ks.db"))
+    cfg.write_text(yaml.safe_dump(data))
+    r = cli("run", str(cfg), cwd=tmp_path, timeout=120)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert expected in lines[0]
+    assert not (tmp_path / "ks.db").exists()   # nothing was created
+
+
+def test_missing_config_file(tmp_path):
+    r = cli("run", str(tmp_path / "nope.yaml"), cwd=tmp_path, timeout=120)
+    assert r.returncode == 2
+    assert r.stderr.strip() == f"error: config file not found: {tmp_path / 'nope.yaml'}"

@@ -1,0 +1,80 @@
+"""`kernelsearch eval PROBLEM CANDIDATE --json`: one candidate, one sandboxed worker, one JSON object."""
+from __future__ import annotations
+
+import json
+
+from tests.helpers import CRASH, STARTER, WRONG, cli
+
+TORCH_ONLY = '''import torch
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
+'''
+
+
+def _eval(tmp_path, code, *extra):
+    cand = tmp_path / "cand.py"
+    cand.write_text(code)
+    r = cli("eval", "softmax", str(cand), "--json", "--trials", "1", *extra, cwd=tmp_path, timeout=300)
+    return r.returncode, json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_starter_is_ok_and_timed_on_the_interpreter(tmp_path):
+    rc, out = _eval(tmp_path, STARTER)
+    assert rc == 0 and out["status"] == "ok", out
+    assert out["timing_kind"] == "cpu-interpreter"
+    assert out["time_ms"] > 0 and out["ref_time_ms"] > 0
+    assert abs(out["speedup"] - out["ref_time_ms"] / out["time_ms"]) < 1e-9
+
+
+def test_wrong_crash_and_torch_only(tmp_path):
+    rc, out = _eval(tmp_path, WRONG)
+    assert (rc, out["status"]) == (1, "incorrect") and "values off" in out["reason"]
+    _, out = _eval(tmp_path, CRASH)
+    assert out["status"] == "crash" and "SIGSEGV" in out["reason"]
+    _, out = _eval(tmp_path, TORCH_ONLY)
+    assert out["status"] == "rejected" and "no kernel of its own" in out["reason"]
+
+
+def test_kernelbench_file_problem(tmp_path):
+    prob = tmp_path / "19_ReLU.py"
+    prob.write_text('''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+    def forward(self, x):
+        return torch.relu(x)
+
+def get_inputs():
+    return [torch.randn(16, 1003)]
+
+def get_init_inputs():
+    return []
+''')
+    cand = tmp_path / "relu_new.py"
+    cand.write_text('''import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def _relu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=offs < n)
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        n = x.numel()
+        _relu[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
+        return y
+''')
+    r = cli("eval", str(prob), str(cand), "--json", cwd=tmp_path, timeout=300)
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["status"] == "ok", out
+    bad = tmp_path / "relu_bad.py"
+    bad.write_text(cand.read_text().replace("tl.maximum(x, 0.0)", "tl.maximum(x, 0.01)"))
+    r = cli("eval", str(prob), str(bad), "--json", cwd=tmp_path, timeout=300)
+    assert json.loads(r.stdout.strip().splitlines()[-1])["status"] == "incorrect"

@@ -1,0 +1,73 @@
+"""The worker pool: scrubbed environment, captured and capped output, timeouts kill the whole group."""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+from kernelsearch.sandbox.env import scrubbed_env
+from kernelsearch.sandbox.pool import OUTPUT_CAP, EvaluatorPool, PoolSettings
+from tests.helpers import starter_with
+
+
+def _run(code, **kw):
+    pool = EvaluatorPool(PoolSettings(mode="cpu", concurrency=1, trials=1, **kw))
+    return asyncio.run(pool.evaluate(code, {"builtin": "softmax"}))
+
+
+def test_env_is_an_allow_list():
+    env = scrubbed_env(base={"PATH": "/bin", "OPENAI_API_KEY": "sk-x", "HTTPS_PROXY": "http://p",
+                             "AWS_SECRET_ACCESS_KEY": "a", "TRITON_CACHE_DIR": "/t", "CUDA_TOKEN": "x"})
+    assert env["PATH"] == "/bin" and env["TRITON_CACHE_DIR"] == "/t"
+    for k in ("OPENAI_API_KEY", "HTTPS_PROXY", "AWS_SECRET_ACCESS_KEY", "CUDA_TOKEN"):
+        assert k not in env
+
+
+def test_candidate_sees_no_secret_and_output_is_captured(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-very-secret")
+    code = starter_with("import os\nprint('ENV', sorted(k for k in os.environ if 'KEY' in k), os.getcwd())")
+    r = _run(code)
+    assert r["status"] == "ok", r
+    out = r["detail"]["output"]
+    assert "ENV []" in out and "sk-ant" not in out
+    assert "/ks-worker-" in out   # a fresh working directory
+
+
+def test_output_is_capped():
+    r = _run(starter_with("print('x' * 100000)"))
+    out = r["detail"]["output"]
+    assert "more bytes dropped" in out
+    assert len(out) <= OUTPUT_CAP + 200
+
+
+def test_timeout_kills_children_too(tmp_path):
+    marker = tmp_path / "alive"
+    code = starter_with(f"import subprocess, time\n"
+                        f"subprocess.Popen(['sh', '-c', 'sleep 7; touch {marker}'])\ntime.sleep(600)")
+    t0 = time.time()
+    r = _run(code, timeout_s=5)
+    assert r["status"] == "timeout"
+    assert time.time() - t0 < 30
+    time.sleep(max(0.0, t0 + 13 - time.time()))   # the child would have touched the marker by now
+    assert not marker.exists(), "a child of the candidate outlived the kill"
+
+
+def test_two_timings_never_overlap():
+    pool = EvaluatorPool(PoolSettings(mode="cpu", concurrency=3, trials=1))
+    from kernelsearch.evaluators.families.softmax import STARTER
+
+    async def go():
+        return await asyncio.gather(*(pool.evaluate(STARTER, {"builtin": "softmax"}) for _ in range(3)))
+
+    rs = asyncio.run(go())
+    assert [r["status"] for r in rs] == ["ok"] * 3
+    spans = sorted((s, e) for _, s, e in pool.lease_log)
+    assert len(spans) == 3
+    for (s1, e1), (s2, _) in zip(spans, spans[1:]):
+        assert s2 >= e1
+
+
+def test_no_key_in_worker_env_even_if_parent_has_it(monkeypatch):
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-123")
+    assert "MY_SERVICE_TOKEN" in os.environ
+    assert "MY_SERVICE_TOKEN" not in scrubbed_env()

@@ -1,0 +1,317 @@
+"""Cross-entropy search space: an online logsumexp per row, then one tiny kernel for the mean.
+
+Bytes: the floor is one read of the logits (spec.bytes_moved): at the timed bf16 8192 x 32000, 524 MB, 125 us
+at 4.2 TB/s. `online` meets it: one sweep keeps a running max and a rescaled running sum per lane, then the
+target's logit is one more element. `two_sweep` (max, then sum of exp) reads each row twice (the second read
+mostly from L2: a 32000-wide bf16 row is 64 KB). `split` cuts each row into SPLIT slices reduced by separate
+programs to (max, sum of exp) and merged in the final kernel: more programs when rows are few and wide
+(2048 x 128256), same bytes. Every variant writes 4 bytes of loss per row; the mean kernel reads them back
+with the targets (12 bytes a row) and divides by the number of targets not ignored.
+"""
+from __future__ import annotations
+
+from string import Template
+
+from kernelsearch.evaluators.space import Move, SearchSpace
+
+_PROLOGUE = '''import torch
+import triton
+import triton.language as tl
+
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+'''
+
+_EXP = {False: "tl.exp({x})", True: "tl.exp2(({x}) * LOG2E)"}
+_LOG = {False: "tl.log({x})", True: "(tl.log2({x}) * LN2)"}
+
+_TARGET = '''
+        # the target's logit: one element; an ignored target adds 0 and is not counted (the mean kernel)
+        t = tl.load(t_ptr + row)
+        valid = t != ignore_index
+        x_t = tl.load(x_row + t, mask=valid & (t >= 0) & (t < n_cols), other=0.0).to(tl.float32)
+        tl.store(loss_ptr + row, tl.where(valid, lse - x_t, 0.0))
+'''
+
+_ONLINE = '''
+
+@triton.jit
+def _ce_online_kernel(x_ptr, t_ptr, loss_ptr, n_rows, n_cols, x_stride, ignore_index,
+                      BLOCK: tl.constexpr, PERSISTENT: tl.constexpr):
+    # One sweep per row: a running max and a running sum of exp rescaled to it, per lane (online softmax):
+    # n_cols * size bytes read per row, the floor.
+    offs = tl.arange(0, BLOCK)
+    step = tl.num_programs(0) if PERSISTENT else n_rows
+    for row in range(tl.program_id(0), n_rows, step):
+        x_row = x_ptr + tl.cast(row, tl.int64) * x_stride
+        m = tl.full([BLOCK], float("-inf"), tl.float32)
+        s = tl.zeros([BLOCK], tl.float32)
+        for start in tl.range(0, n_cols, BLOCK, num_stages=$num_stages):
+            cols = start + offs
+            x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")$X_HINT).to(tl.float32)
+            m_new = tl.maximum(m, x)
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+            s = s * $EXP_ALPHA + $EXP_X
+            m = m_new
+        m_row = tl.max(m, axis=0)
+        lse = m_row + $LOG_S
+$TARGET
+
+def _launch(x, t, out, n_rows, n_cols, ignore_index):
+    loss = torch.empty(n_rows, dtype=torch.float32, device=x.device)
+    grid = (min(n_rows, _num_programs(x)),) if $PERSISTENT else (n_rows,)
+    _ce_online_kernel[grid](x, t, loss, n_rows, n_cols, x.stride(0), ignore_index,
+                            BLOCK=$BLOCK, PERSISTENT=$PERSISTENT, num_warps=$num_warps)
+    _finish(loss, t, out, n_rows, ignore_index)
+'''
+
+_TWO_SWEEP = '''
+
+@triton.jit
+def _ce_two_sweep_kernel(x_ptr, t_ptr, loss_ptr, n_rows, n_cols, x_stride, ignore_index,
+                         BLOCK: tl.constexpr, PERSISTENT: tl.constexpr):
+    # Sweep 1 finds the row max, sweep 2 sums exp(x - max): two reads of the row, no rescaling.
+    offs = tl.arange(0, BLOCK)
+    step = tl.num_programs(0) if PERSISTENT else n_rows
+    for row in range(tl.program_id(0), n_rows, step):
+        x_row = x_ptr + tl.cast(row, tl.int64) * x_stride
+        m = tl.full([BLOCK], float("-inf"), tl.float32)
+        for start in tl.range(0, n_cols, BLOCK, num_stages=$num_stages):
+            cols = start + offs
+            m = tl.maximum(m, tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32))
+        m_row = tl.max(m, axis=0)
+        s = tl.zeros([BLOCK], tl.float32)
+        for start in tl.range(0, n_cols, BLOCK, num_stages=$num_stages):
+            cols = start + offs
+            x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")$X_HINT).to(tl.float32)
+            s += $EXP_ROW
+        lse = m_row + $LOG_SUM
+$TARGET
+
+def _launch(x, t, out, n_rows, n_cols, ignore_index):
+    loss = torch.empty(n_rows, dtype=torch.float32, device=x.device)
+    grid = (min(n_rows, _num_programs(x)),) if $PERSISTENT else (n_rows,)
+    _ce_two_sweep_kernel[grid](x, t, loss, n_rows, n_cols, x.stride(0), ignore_index,
+                               BLOCK=$BLOCK, PERSISTENT=$PERSISTENT, num_warps=$num_warps)
+    _finish(loss, t, out, n_rows, ignore_index)
+'''
+
+_SPLIT = '''
+
+@triton.jit
+def _ce_partial_kernel(x_ptr, part_ptr, n_cols, x_stride, n_split, slice_len, BLOCK: tl.constexpr):
+    # One program per (row, slice): the slice's max and sum of exp relative to it (online, one read).
+    row = tl.program_id(0)
+    sl = tl.program_id(1)
+    x_row = x_ptr + tl.cast(row, tl.int64) * x_stride
+    lo = sl * slice_len
+    hi = tl.minimum(lo + slice_len, n_cols)
+    offs = tl.arange(0, BLOCK)
+    m = tl.full([BLOCK], float("-inf"), tl.float32)
+    s = tl.zeros([BLOCK], tl.float32)
+    for start in tl.range(lo, hi, BLOCK, num_stages=$num_stages):
+        cols = start + offs
+        x = tl.load(x_row + cols, mask=cols < hi, other=float("-inf")$X_HINT).to(tl.float32)
+        m_new = tl.maximum(m, x)
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        s = s * $EXP_ALPHA + $EXP_X
+        m = m_new
+    m_row = tl.max(m, axis=0)
+    m_row_safe = tl.where(m_row == float("-inf"), 0.0, m_row)
+    s_row = tl.sum(s * $EXP_LANE_SAFE, axis=0)
+    out = part_ptr + (tl.cast(row, tl.int64) * n_split + sl) * 2
+    tl.store(out, m_row)
+    tl.store(out + 1, s_row)
+
+
+@triton.jit
+def _ce_split_finish_kernel(part_ptr, x_ptr, t_ptr, out_ptr, n_rows, n_cols, x_stride, n_split,
+                            ignore_index, ROWS: tl.constexpr, SPLIT: tl.constexpr):
+    # One program: merges each row's slices into its logsumexp, subtracts the target's logit, and takes
+    # the mean over the targets not ignored. Reads 8 * n_split + 12 bytes a row.
+    rows_in = tl.arange(0, ROWS)
+    sl = tl.arange(0, SPLIT)
+    total = tl.zeros([ROWS], tl.float32)
+    count = tl.zeros([ROWS], tl.float32)
+    for start in range(0, n_rows, ROWS):
+        rows = start + rows_in
+        row_ok = rows < n_rows
+        ok = row_ok[:, None] & (sl[None, :] < n_split)
+        base = part_ptr + (rows.to(tl.int64)[:, None] * n_split + sl[None, :]) * 2
+        pm = tl.load(base, mask=ok, other=float("-inf"))
+        ps = tl.load(base + 1, mask=ok, other=0.0)
+        m = tl.max(pm, axis=1)
+        m = tl.where(m == float("-inf"), 0.0, m)
+        lse = m + $LOG_MERGE
+        t = tl.load(t_ptr + rows, mask=row_ok, other=ignore_index)
+        valid = row_ok & (t != ignore_index)
+        x_t = tl.load(x_ptr + rows.to(tl.int64) * x_stride + t, mask=valid & (t >= 0) & (t < n_cols), other=0.0)
+        total += tl.where(valid, lse - x_t.to(tl.float32), 0.0)
+        count += tl.where(valid, 1.0, 0.0)
+    tl.store(out_ptr, (tl.sum(total, axis=0) / tl.sum(count, axis=0)).to(out_ptr.dtype.element_ty))
+
+
+def _launch(x, t, out, n_rows, n_cols, ignore_index):
+    n_split = max(min($SPLIT, triton.cdiv(n_cols, $BLOCK)), 1)
+    slice_len = triton.cdiv(triton.cdiv(n_cols, n_split), $BLOCK) * $BLOCK
+    n_split = triton.cdiv(n_cols, slice_len)
+    part = torch.empty((n_rows, n_split, 2), dtype=torch.float32, device=x.device)
+    _ce_partial_kernel[(n_rows, n_split)](x, part, n_cols, x.stride(0), n_split, slice_len, BLOCK=$BLOCK,
+                                          num_warps=$num_warps)
+    _ce_split_finish_kernel[(1,)](part, x, t, out, n_rows, n_cols, x.stride(0), n_split, ignore_index,
+                                  ROWS=max(1024 // triton.next_power_of_2(n_split), 1),
+                                  SPLIT=triton.next_power_of_2(n_split), num_warps=8)
+'''
+
+_FINISH = '''
+
+@triton.jit
+def _ce_mean_kernel(loss_ptr, t_ptr, out_ptr, n_rows, ignore_index, BLOCK: tl.constexpr):
+    # One program: the mean of the per-row losses over the targets not ignored (12 bytes a row).
+    offs = tl.arange(0, BLOCK)
+    total = tl.zeros([BLOCK], tl.float32)
+    count = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, n_rows, BLOCK):
+        rows = start + offs
+        ok = rows < n_rows
+        total += tl.load(loss_ptr + rows, mask=ok, other=0.0)
+        t = tl.load(t_ptr + rows, mask=ok, other=ignore_index)
+        count += tl.where(ok & (t != ignore_index), 1.0, 0.0)
+    tl.store(out_ptr, (tl.sum(total, axis=0) / tl.sum(count, axis=0)).to(out_ptr.dtype.element_ty))
+
+
+def _finish(loss, t, out, n_rows, ignore_index):
+    _ce_mean_kernel[(1,)](loss, t, out, n_rows, ignore_index, BLOCK=1024, num_warps=8)
+'''
+
+_EPILOGUE = '''
+
+_SMS = {}
+
+
+def _num_programs(x):
+    # persistent grids: a few programs per SM (the interpreter has no SMs; 4 keeps it quick)
+    if x.device.type != "cuda":
+        return 4
+    idx = x.device.index or 0
+    if idx not in _SMS:
+        _SMS[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
+    return _SMS[idx] * $PROGRAMS_PER_SM
+
+
+def cross_entropy(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
+    if logits.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise TypeError(f"cross_entropy kernel: unsupported dtype {logits.dtype}")
+    if logits.dim() != 2 or targets.shape != logits.shape[:1]:
+        raise ValueError(f"cross_entropy kernel: logits {tuple(logits.shape)} and targets "
+                         f"{tuple(targets.shape)}; expected (N, C) and (N,)")
+    if logits.stride(-1) != 1:
+        logits = logits.contiguous()
+    targets = targets.contiguous()
+    n_rows, n_cols = logits.shape
+    out = torch.empty((), dtype=logits.dtype, device=logits.device)
+    if n_rows == 0:
+        return out.fill_(float("nan"))
+    _launch(logits, targets, out, n_rows, n_cols, ignore_index)
+    return out
+
+
+class ModelNew(torch.nn.Module):
+    def __init__(self, ignore_index: int = -100):
+        super().__init__()
+        self.ignore_index = ignore_index
+
+    def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return cross_entropy(logits, targets, self.ignore_index)
+'''
+
+
+
+def _template(p: dict) -> str:
+    exp, log = _EXP[p["exp2"]], _LOG[p["exp2"]]
+    body = {"online": _ONLINE, "two_sweep": _TWO_SWEEP, "split": _SPLIT}[p["variant"]]
+    finish = "" if p["variant"] == "split" else _FINISH
+    fill = {
+        "EXP_ALPHA": exp.format(x="m - m_safe"), "EXP_X": exp.format(x="x - m_safe"),
+        "EXP_ROW": exp.format(x="x - m_row"),
+        "EXP_LANE_SAFE": exp.format(x="m - m_row_safe"),
+        "LOG_S": log.format(x="tl.sum(s * " + exp.format(x="m - m_row") + ", axis=0)"),
+        "LOG_SUM": log.format(x="tl.sum(s, axis=0)"),
+        "LOG_MERGE": log.format(x="tl.sum(ps * " + exp.format(x="pm - m[:, None]") + ", axis=1)"),
+        "X_HINT": ', eviction_policy="evict_first"' if p["cache_hints"] else "",
+        "BLOCK": p["BLOCK"], "PERSISTENT": p["persistent"], "SPLIT": p["SPLIT"],
+        "num_warps": p["num_warps"], "num_stages": p["num_stages"],
+        "PROGRAMS_PER_SM": p["programs_per_sm"],
+    }
+    text = (_PROLOGUE + body + finish + _EPILOGUE).replace("$TARGET", _TARGET.rstrip("\n"))
+    return Template(text).substitute(fill)
+
+
+PARAMS = {
+    "variant": ["online", "two_sweep", "split"],
+    "BLOCK": [1024, 2048, 4096, 8192, 16384, 32768],
+    "num_warps": [4, 8, 16, 32],
+    "num_stages": [1, 2, 3, 4],
+    "persistent": [False, True],
+    "programs_per_sm": [1, 2, 4, 8],
+    "exp2": [False, True],
+    "cache_hints": [False, True],
+    "SPLIT": [2, 4, 8, 16, 32],
+}
+
+DEFAULT = {"variant": "online", "BLOCK": 4096, "num_warps": 8, "num_stages": 2, "persistent": False,
+           "programs_per_sm": 4, "exp2": False, "cache_hints": False, "SPLIT": 8}
+
+
+def _moves() -> list[Move]:
+    split = lambda p: p["variant"] == "split"  # noqa: E731
+    not_split = lambda p: p["variant"] != "split"  # noqa: E731
+    moves = [
+        Move("one sweep with an online logsumexp",
+             "Keep a running max and a rescaled running sum per lane: each logit is read once (rows * vocab * "
+             "size bytes, the floor) and rows of any width fit.", {"variant": "online"}),
+        Move("max sweep then sum sweep",
+             "Find the row max first, then sum exp(x - max): no rescaling multiplies, but two reads of each "
+             "row (the second mostly from L2).", {"variant": "two_sweep"}),
+        Move("split each row across programs",
+             "Reduce SPLIT slices of each row in separate programs to (max, sum of exp) and merge them in the "
+             "final kernel: more programs in flight when rows are few or very wide, same bytes.",
+             {"variant": "split"}),
+        Move("exp2 with a pre-scaled log2(e)",
+             "exp2(x * log2 e) is one MUFU.EX2 instruction; exp is that plus a multiply, and the exps are most of "
+             "the arithmetic here.", {"exp2": True}),
+        Move("persistent grid",
+             "A few programs per SM loop over rows: fewer launches of short programs and a smaller tail.",
+             {"persistent": True}, when=not_split),
+        Move("one program per row", "Launch one program per row and let the hardware schedule them.",
+             {"persistent": False}, when=not_split),
+        Move("evict the logits first",
+             "The logits stream through once: load them with evict_first so they do not evict anything reused.",
+             {"cache_hints": True}),
+        Move("no cache hints", "Plain loads: let L2 manage itself.", {"cache_hints": False}),
+    ]
+    for b in PARAMS["BLOCK"]:
+        for w in (4, 8, 16, 32):
+            if b // (32 * w) < 1 or b // (32 * w) > 64:
+                continue
+            moves.append(Move(f"BLOCK {b} with {w} warps",
+                              f"Chunks of {b} logits per iteration, {w} warps: {b // (32 * w)} elements per thread "
+                              f"per load; a 32000 vocabulary takes {-(-32000 // b)} iterations.",
+                              {"BLOCK": b, "num_warps": w}))
+    for s in PARAMS["num_stages"]:
+        moves.append(Move(f"pipeline loads {s} deep",
+                          f"num_stages={s} on the chunk loop so the next chunk's loads are in flight while the "
+                          f"current one is reduced.", {"num_stages": s}))
+    for n in PARAMS["programs_per_sm"]:
+        moves.append(Move(f"{n} persistent programs per SM",
+                          f"{n} resident programs per SM: more hides DRAM latency.", {"programs_per_sm": n},
+                          when=lambda p: p["persistent"] and p["variant"] != "split"))
+    for n in PARAMS["SPLIT"]:
+        moves.append(Move(f"{n} slices per row",
+                          f"Split each row into {n} slices: {n}x the programs, 8 * {n} bytes of partials a row.",
+                          {"SPLIT": n}, when=split))
+    return moves
+
+
+SPACE = SearchSpace(params=PARAMS, default=DEFAULT, template=_template, moves=_moves(),
+                    tuning=["num_warps", "num_stages", "BLOCK", "programs_per_sm", "SPLIT"])

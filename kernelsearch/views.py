@@ -137,7 +137,14 @@ def _tokens(n: int) -> str:
 
 
 def _cost(c: float) -> str:
-    return f"${c:.2f}" if c >= 1 or c == 0 else f"${c:.4f}"
+    return f"${c:.2f}" if c >= 0.1 or c == 0 else f"${c:.4f}"
+
+
+def _cost_of(st: q.RunStats) -> str:
+    """The run's cost; calls whose model had no price are counted, not guessed."""
+    if st.llm_calls and st.unpriced_calls == st.llm_calls:
+        return f"unpriced ({st.llm_calls} calls)"
+    return _cost(st.cost_usd) + (f" +{st.unpriced_calls} unpriced" if st.unpriced_calls else "")
 
 
 def _one_line(s: Optional[str], n: int = 120) -> str:
@@ -172,7 +179,7 @@ def _timing_note(kinds: list[str]) -> Optional[str]:
 def _console() -> Console:
     """Wide when writing to a pipe or file (so lines stay whole), the terminal's width otherwise."""
     width = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 200
-    return Console(width=width, highlight=False, soft_wrap=False)
+    return Console(width=width, highlight=False, soft_wrap=False, markup=False)   # store text is not markup
 
 
 _COLOR_SYSTEMS = {"standard": ColorSystem.STANDARD, "256": ColorSystem.EIGHT_BIT,
@@ -218,7 +225,7 @@ def runs_cmd(db: DbOpt = DEFAULT_DB) -> None:
             if st.best_speedup is not None and st.timing_kinds == [CPU_KIND]:
                 best += " [cpu]"
             table.add_row(run.name, run.problem, run.status, run.stop_reason or "—", str(st.rounds),
-                          _by_status(st.by_status, st.queued), best, _tokens(st.tokens), _cost(st.cost_usd),
+                          _by_status(st.by_status, st.queued), best, _tokens(st.tokens), _cost_of(st),
                           _dur(st.wall_s), _when(run.started_at))
         _console().print(table)
 
@@ -306,7 +313,9 @@ class _TreeView:
             parts.append(paint("★", "bold yellow"))
         parts.append(paint(f"k{k.id}", "bold" if not context else "dim"))
         parts.append(paint("seed" if k.is_seed else f"b{k.branch}", "dim"))
-        parts.append(paint(k.state, _STATUS_STYLE.get(k.state, "red") if not context else "dim"))
+        reason = _one_line(k.reason, 110) if k.status not in (None, "ok") else ""
+        parts.append(paint(k.state + (":" if reason else ""), _STATUS_STYLE.get(k.state, "red") if not context
+                           else "dim"))
         if k.status == "ok":
             parts.append(paint(f"{_x(k.speedup)} eager", "green" if (k.speedup or 0) > 1 else "yellow"))
             if k.speedup_compile is not None:
@@ -315,14 +324,11 @@ class _TreeView:
                 parts.append(f"{_pct(k.roofline_fraction)} roofline")
             if self.mixed and k.timing_kind == CPU_KIND:
                 parts.append(paint("[cpu]", "dim"))
-        elif k.status is not None:
-            reason = _one_line(k.reason, 110)
-            if reason:
-                parts.append(paint(reason, "dim" if context else None))
+        elif reason:
+            parts.append(paint(reason, "dim" if context else None))
         if k.id == self.best_id:
             parts.append(paint("← best", "bold yellow"))
-        line = " ".join(parts)
-        return paint(line, "dim") if context and paint.cs is None and False else line
+        return " ".join(parts)
 
     def idea_label(self, i: q.IdeaRow, paint: _Paint) -> str:
         ks = [self.t.kernels[k] for k in self.t.branches_of.get(i.id, [])]
@@ -354,7 +360,8 @@ class _TreeView:
                 elif kind == "k":
                     kernel(ref, child_prefix, c, depth)
                 else:
-                    out.append(child_prefix + paint(c, "dim") + paint(f"… {ref} more ideas (raise --depth)", "dim"))
+                    more = f"… {ref} idea{'s' if ref > 1 else ''} below (raise --depth)"
+                    out.append(child_prefix + paint(c, "dim") + paint(more, "dim"))
 
         def idea(iid: int, prefix: str, conn: str, depth: int) -> None:
             out.append(prefix + paint(conn, "dim") + self.idea_label(self.t.ideas[iid], paint))
@@ -421,7 +428,8 @@ def tree_cmd(
     status: Annotated[Optional[str], typer.Option(
         "--status", help="Only kernels with this status: ok, compile_error, incorrect, timeout, crash, rejected, "
                          "queued, or failed (any but ok and queued).")] = None,
-    round_: Annotated[Optional[int], typer.Option("--round", min=0, help="Only the ideas and kernels of round R.")] = None,
+    round_: Annotated[Optional[int], typer.Option("--round", min=0,
+                                                  help="Only the ideas and kernels of round R.")] = None,
     depth: Annotated[Optional[int], typer.Option("--depth", min=0, help="Show at most D generations of ideas.")] = None,
 ) -> None:
     """The idea tree of a run: each round's ideas under the kernel they came from, each idea with its branches."""
@@ -440,7 +448,7 @@ def tree_cmd(
                "shown_kernels": view.shown_kernels(),
                "roots": [view.kernel_json(t.kernels[k], 0) for k in view.roots()],
                "ideas": [view.idea_json(t.ideas[i], 1) for i in view.top_ideas()]}
-        sys.stdout.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+        sys.stdout.write(json.dumps(doc, ensure_ascii=False) + "\n")   # compact: the C encoder (indent is 10x slower)
         return
     console = _console()
     paint = _Paint(console)
@@ -449,7 +457,7 @@ def tree_cmd(
             f"{st.kernels} kernels, {st.ideas} ideas, {st.rounds} rounds · evaluations: "
             f"{_by_status(st.by_status, st.queued)} · best "
             + (f"{_x(st.best_speedup)} (k{st.best_kernel_id})" if st.best_speedup is not None else "—")
-            + f" · {_tokens(st.tokens)} tokens · {_cost(st.cost_usd)} · {_dur(st.wall_s)}"]
+            + f" · {_tokens(st.tokens)} tokens · {_cost_of(st)} · {_dur(st.wall_s)}"]
     note = _timing_note(view.kinds)
     if note:
         head.append(paint(note, "yellow"))
@@ -686,7 +694,7 @@ def compare_cmd(
     row("correct rate", *(_pct(st.correct / st.evaluations) if st.evaluations else "—" for st in stats))
     row("LLM calls (errors)", *(f"{st.llm_calls} ({st.llm_errors})" for st in stats))
     row("tokens in / out", *(f"{_tokens(st.tokens_in)} / {_tokens(st.tokens_out)}" for st in stats))
-    row("cost", *(_cost(st.cost_usd) for st in stats))
+    row("cost", *(_cost_of(st) for st in stats))
     row("wall time", *(_dur(st.wall_s) for st in stats))
     row("evaluations / hour", *(f"{st.evaluations / st.wall_s * 3600:.0f}" if st.wall_s else "—" for st in stats))
     c = _console()
@@ -740,11 +748,8 @@ def export_tsv_cmd(
     with _session(db) as s:
         run = _run(s, name, db)
         t = q.tree(s, run.id)
-        details = {kid: dj for kid, dj in s.execute(
-            select(Evaluation.kernel_id, Evaluation.detail_json).where(Evaluation.kernel_id.in_(
-                select(q.Kernel.id).where(q.Kernel.run_id == run.id))))}
-    done = sorted((k for k in t.kernels.values() if k.status is not None),
-                  key=lambda k: (k.evaluated_at or k.created_at, k.id))
+        details = q.detail_jsons(s, run.id)
+    done = sorted((k for k in t.kernels.values() if k.status is not None), key=lambda k: k.eval_id)
     buf = io.StringIO()
     w = csv.writer(buf, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
     w.writerow(TSV_COLUMNS)
@@ -823,7 +828,7 @@ class _Report:
             ("evaluations", str(st.evaluations), _E(_by_status(st.by_status, st.queued))),
             ("ideas", str(st.ideas), f"{st.rounds} rounds, {st.kernels} kernels"),
             ("tokens", _tokens(st.tokens), f"{_tokens(st.tokens_in)} in / {_tokens(st.tokens_out)} out"),
-            ("cost", _cost(st.cost_usd), f"{st.llm_calls} LLM calls, {st.llm_errors} errors"),
+            ("cost", _cost_of(st), f"{st.llm_calls} LLM calls, {st.llm_errors} errors"),
             ("wall time", _dur(st.wall_s), f"{_when(r.started_at)} → {_when(r.finished_at)}"),
         ]
         body = "".join(f'<div class="card"><div class="lab">{_E(a)}</div><div class="val">{_E(b)}</div>'
@@ -873,37 +878,31 @@ class _Report:
             return '<p class="dim">no LLM calls recorded</p>'
         rows = [f"<tr><td class=l>{_E(c.role)}</td><td class=l>{_E(c.provider)}</td><td class=l>{_E(c.model)}</td>"
                 f"<td>{c.calls}</td><td>{c.errors}</td><td>{c.tokens_in:,}</td><td>{c.tokens_out:,}</td>"
-                f"<td>{_cost(c.cost_usd)}</td><td>{_dur(c.latency_s)}</td></tr>" for c in self.costs]
+                f"<td>{_row_cost(c)}</td><td>{_dur(c.latency_s)}</td></tr>" for c in self.costs]
         tot = self.st
         rows.append(f'<tr class="tot"><td class=l colspan=3>total</td><td>{tot.llm_calls}</td><td>{tot.llm_errors}'
-                    f'</td><td>{tot.tokens_in:,}</td><td>{tot.tokens_out:,}</td><td>{_cost(tot.cost_usd)}</td>'
+                    f'</td><td>{tot.tokens_in:,}</td><td>{tot.tokens_out:,}</td><td>{_E(_cost_of(tot))}</td>'
                     f'<td>{_dur(sum(c.latency_s for c in self.costs))}</td></tr>')
         return ('<table class="stats"><thead><tr><th class=l>role</th><th class=l>provider</th><th class=l>model'
                 '</th><th>calls</th><th>errors</th><th>tokens in</th><th>tokens out</th><th>cost</th>'
                 f'<th>latency (sum)</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
 
-    def _results(self, k: q.KernelRow) -> str:
-        cells = [("status", k.state), ("reason", k.reason), ("stage", k.stage),
-                 ("time", _ms(k.time_ms) if k.time_ms is not None else None),
-                 ("eager reference", _ms(k.ref_time_ms) if k.ref_time_ms is not None else None),
-                 ("torch.compile reference", _ms(k.compile_ref_time_ms) if k.compile_ref_time_ms is not None else None),
-                 ("speedup (eager)", _x(k.speedup) if k.speedup is not None else None),
-                 ("speedup (torch.compile)", _x(k.speedup_compile) if k.speedup_compile is not None else None),
-                 ("GB/s", f"{k.gbps:.1f}" if k.gbps is not None else None),
-                 ("TFLOP/s", f"{k.tflops:.3f}" if k.tflops is not None else None),
-                 ("roofline", _pct(k.roofline_fraction) if k.roofline_fraction is not None else None),
-                 ("bottleneck", k.bottleneck),
-                 ("timing", k.timing_kind + (" (not comparable with GPU timings)" if k.timing_kind == CPU_KIND
-                                             else "") if k.timing_kind else None),
-                 ("device", k.device), ("round / branch", f"{k.round} / {k.branch}"),
-                 ("language", k.language), ("code hash", k.code_hash[:16])]
-        rows = "".join(f"<tr><th>{_E(a)}</th><td>{_E(str(b))}</td></tr>" for a, b in cells if b not in (None, ""))
-        err = self.errors.get(k.id)
-        err_html = ""
-        if err:
-            short = err if len(err) <= 4000 else err[:4000] + f"\n… ({len(err) - 4000} more characters)"
-            err_html = f'<pre class="err">{_E(short)}</pre>'
-        return f'<table class="res">{rows}</table>{err_html}'
+    def _kernel_data(self) -> dict[str, dict[str, Any]]:
+        """Per kernel, the results the page renders when the kernel is opened (keys kept short: 10,000 kernels)."""
+        data: dict[str, dict[str, Any]] = {}
+        for k in self.t.kernels.values():
+            d: dict[str, Any] = {"s": k.state, "R": k.round, "B": k.branch, "L": k.language, "h": k.code_hash}
+            for key, v in (("g", k.stage), ("r", k.reason), ("t", k.time_ms), ("e", k.ref_time_ms),
+                           ("c", k.compile_ref_time_ms), ("x", k.speedup), ("y", k.speedup_compile),
+                           ("b", k.gbps), ("f", k.tflops), ("o", k.roofline_fraction), ("n", k.bottleneck),
+                           ("j", k.timing_kind), ("d", k.device)):
+                if v is not None:
+                    d[key] = v
+            err = self.errors.get(k.id)
+            if err:
+                d["E"] = err if len(err) <= 4000 else err[:4000] + f"\n… ({len(err) - 4000} more characters)"
+            data[str(k.id)] = d
+        return data
 
     def _kernel(self, kid: int, out: list[str]) -> None:
         t, k = self.t, self.t.kernels[kid]
@@ -926,10 +925,7 @@ class _Report:
         is_open = " open" if kid in self.on_path else ""
         out.append(f'<li><details class="{" ".join(cls)}" id="k{kid}"{is_open}><summary>{star}<b>k{kid}</b> '
                    f'<span class="dim">{role}</span> {badge} {info}</summary>')
-        code_pre = (f'<pre class="code" data-h="{_E(self.hash_of.get(kid, ""))}"></pre>')
-        res_open = " open" if self.best and kid == self.best.id else ""
-        out.append(f'<details class="res"{res_open}><summary>results &amp; code</summary>{self._results(k)}'
-                   f'{code_pre}</details>')
+        out.append(f'<details class="res" data-k="{kid}"><summary>results &amp; code</summary></details>')
         ideas = t.ideas_of.get(kid, [])
         direct = t.direct_children.get(kid, [])
         if ideas or direct:
@@ -979,12 +975,16 @@ class _Report:
             via = f'<span class="iid">i{idea.id}</span> {_E(_one_line(idea.title, 100))} → ' if idea else "seed → "
             steps.append(f'<li>{via}<a href="#k{kid}">k{kid}</a> {_E(k.state)} {_x(k.speedup)}</li>')
         code = self.codes.get(self.hash_of.get(b.id, ""), "")
-        return (f'<ol class="lineage">{"".join(steps)}</ol>{self._results(b)}'
+        return (f'<ol class="lineage">{"".join(steps)}</ol><div class="resbox" data-k="{b.id}"></div>'
                 f'<pre class="code" data-h="{_E(self.hash_of.get(b.id, ""))}">{_E(code)}</pre>')
 
     def html(self) -> str:
         r = self.run
-        code_json = json.dumps(self.codes, ensure_ascii=True, separators=(",", ":")).replace("</", "<\\/")
+        data = _line_table(self.codes)
+        data["k"] = self._kernel_data()
+        data["cpu"] = CPU_KIND
+        code_json = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
+        code_json = code_json.replace("<", "\\u003c")   # no "</script>" or "<!--" can end the element early
         title = f"kernelsearch · {r.name}"
         return "".join([
             "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
@@ -992,7 +992,7 @@ class _Report:
             f"<title>{_E(title)}</title><style>{_CSS}</style></head><body>",
             f'<header><h1>{_E(title)}</h1>{self._summary()}</header>',
             '<section id="progress"><h2>Progress</h2>', self._plots(), "</section>",
-            '<section id="rounds"><h2>Rounds</h2>', self._rounds_table(), "</section>",
+            '<section id="rounds"><h2>Rounds</h2><div class="scroll">', self._rounds_table(), "</div></section>",
             '<section id="cost"><h2>Cost</h2>', self._cost_table(), "</section>",
             '<section id="best"><h2>Best kernel', f" k{self.best.id}" if self.best else "", "</h2>",
             self._best(), "</section>",
@@ -1005,6 +1005,30 @@ class _Report:
             f'<script type="application/json" id="ks-code">{code_json}</script>',
             f"<script>{_JS}</script></body></html>",
         ])
+
+
+def _line_table(codes: dict[str, str]) -> dict[str, Any]:
+    """Each distinct source line once, each code as a list of line numbers into that table. Kernels of one run
+    share most lines (10,000 variants of one kernel: 24 MB as text, about 3 MB this way)."""
+    index: dict[str, int] = {}
+    lines: list[str] = []
+    out: dict[str, list[int]] = {}
+    for h, code in codes.items():
+        ids = []
+        for ln in code.split("\n"):
+            i = index.get(ln)
+            if i is None:
+                i = index[ln] = len(lines)
+                lines.append(ln)
+            ids.append(i)
+        out[h] = ids
+    return {"lines": lines, "codes": out}
+
+
+def _row_cost(c: q.CostRow) -> str:
+    if c.unpriced == c.calls:
+        return "unpriced"
+    return _cost(c.cost_usd) + (f" +{c.unpriced} unpriced" if c.unpriced else "")
 
 
 def _nice_step(span: float, n: int = 5) -> float:
@@ -1080,9 +1104,10 @@ def _svg_plot(points: list[tuple[float, float]], fails: list[float], steps: list
         parts.append(f'<path class="best" d="{"".join(d)}"/>')
     if mark is not None:
         mx, my = X(mark[0]), Y(mark[1])
+        anchor = "end" if mx > L + 0.8 * pw else "start" if mx < L + 0.2 * pw else "middle"
         parts.append(f'<circle class="mark" cx="{mx:.1f}" cy="{my:.1f}" r="5"><title>best: k{best_id}, '
-                     f'{_x(mark[1])}</title></circle><text x="{mx:.1f}" y="{my - 9:.1f}" text-anchor="middle" '
-                     f'class="ml">{_x(mark[1])} k{best_id}</text>')
+                     f'{_x(mark[1])}</title></circle><text x="{mx:.1f}" y="{max(my - 9, T - 2):.1f}" '
+                     f'text-anchor="{anchor}" class="ml">{_x(mark[1])} k{best_id}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -1092,7 +1117,8 @@ _CSS = """
 --path:#b7791f}
 *{box-sizing:border-box}body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;color:var(--fg);
 background:var(--bg);margin:0 auto;max-width:1240px;padding:16px 24px 48px}
-h1{font-size:22px;margin:8px 0}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid var(--line);padding-bottom:4px}
+h1{font-size:22px;margin:8px 0}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid var(--line);
+padding-bottom:4px}
 a{color:var(--acc)}.dim{color:var(--dim)}.meta{margin:4px 0}.note{color:var(--warn);margin:4px 0}
 .cards{display:flex;flex-wrap:wrap;gap:8px;margin-top:10px}.card{border:1px solid var(--line);border-radius:6px;
 padding:8px 12px;min-width:130px}.card .lab{color:var(--dim);font-size:12px}.card .val{font-size:20px;font-weight:600}
@@ -1106,7 +1132,7 @@ stroke-linecap:round;fill:none;opacity:.7}.plot .fails{stroke:var(--bad);stroke-
 .plot .ml{font-weight:600;fill:var(--path)}
 table.stats{border-collapse:collapse;font-variant-numeric:tabular-nums}table.stats th,table.stats td{
 padding:3px 10px;border-bottom:1px solid var(--line);text-align:right}table.stats .l{text-align:left}
-table.stats tr.tot td{font-weight:600}
+table.stats tr.tot td{font-weight:600}table.stats td{white-space:nowrap}.scroll{overflow-x:auto}
 table.res{border-collapse:collapse;margin:6px 0;font-size:13px}table.res th{text-align:right;color:var(--dim);
 font-weight:normal;padding:1px 10px 1px 0;vertical-align:top}table.res td{padding:1px 0}
 pre{background:#f6f8fa;border:1px solid var(--line);border-radius:6px;padding:8px 10px;overflow:auto;
@@ -1130,11 +1156,12 @@ footer{margin-top:32px;font-size:12px}
 _JS = r"""
 (function(){
 "use strict";
-var CODE=JSON.parse(document.getElementById("ks-code").textContent);
+var DATA=JSON.parse(document.getElementById("ks-code").textContent);
+function codeOf(h){var ix=DATA.codes[h];return ix?ix.map(function(i){return DATA.lines[i];}).join("\n"):"";}
 var KW=new Set(("False None True and as assert async await break class continue def del elif else except "+
 "finally for from global if import in is lambda nonlocal not or pass raise return try while with yield").split(" "));
 var NB=new Set(["tl","triton","torch","self","range","len","int","float","min","max"]);
-var RE=/(#[^\n]*)|("""[\s\S]*?"""|'''[\s\S]*?'''|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')|(@[\w.]+)|\b(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)\b|([A-Za-z_]\w*)/g;
+var RE=/(#[^\n]*)|(\x22\x22\x22[\s\S]*?\x22\x22\x22|'''[\s\S]*?'''|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')|(@[\w.]+)|\b(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)\b|([A-Za-z_]\w*)/g;
 function esc(s){return s.replace(/&/g,"&amp;").replace(/</g,"&lt;").replace(/>/g,"&gt;");}
 function hl(code){
   var out=[],last=0,m;RE.lastIndex=0;
@@ -1147,19 +1174,43 @@ function hl(code){
 }
 function fill(pre){
   if(pre.dataset.done)return;
-  var code=pre.textContent||CODE[pre.dataset.h]||"";
+  var code=pre.textContent||codeOf(pre.dataset.h);
   pre.innerHTML=hl(code);pre.dataset.done="1";
 }
-window.ksFill=fill;
+function ms(v){return v>=1000?(v/1000).toPrecision(3)+" s":v>=1?v.toPrecision(3)+" ms":(v*1000).toPrecision(3)+" \u00b5s";}
+function x(v){return v<100?v.toFixed(2)+"\u00d7":v.toFixed(0)+"\u00d7";}
+function pct(v){return (v*100).toFixed(0)+"%";}
+function results(kid){
+  var d=DATA.k[kid];if(!d)return "";
+  var rows=[["status",esc(d.s)+(d.g?" ("+esc(d.g)+")":"")+(d.r?" \u2014 "+esc(d.r):"")]];
+  if(d.t!=null){var refs=["eager "+ms(d.e)];if(d.c!=null)refs.push("torch.compile "+ms(d.c));
+    rows.push(["time",ms(d.t)+" (reference: "+refs.join(", ")+")"]);}
+  if(d.x!=null)rows.push(["speedup",x(d.x)+" over eager"+(d.y!=null?" \u00b7 "+x(d.y)+" over torch.compile":"")]);
+  var tp=[];if(d.b!=null)tp.push(d.b.toFixed(1)+" GB/s");if(d.f!=null)tp.push(d.f.toFixed(3)+" TFLOP/s");
+  if(d.o!=null)tp.push(pct(d.o)+" of roofline");if(d.n)tp.push(esc(d.n)+"-bound");
+  if(tp.length)rows.push(["throughput",tp.join(" \u00b7 ")]);
+  if(d.j||d.d)rows.push(["timing",esc(d.j||"\u2014")+(d.j===DATA.cpu?" (not comparable with GPU timings)":"")+
+    (d.d?" \u00b7 "+esc(d.d):"")]);
+  rows.push(["kernel","round "+d.R+" \u00b7 branch "+d.B+" \u00b7 "+esc(d.L)+" \u00b7 "+esc(d.h)]);
+  return '<table class="res">'+rows.map(function(r){return "<tr><th>"+r[0]+"</th><td>"+r[1]+"</td></tr>";}).join("")+
+    "</table>"+(d.E?'<pre class="err">'+esc(d.E)+"</pre>":"");
+}
+function openRes(det){
+  if(det.dataset.done)return;det.dataset.done="1";
+  var kid=det.dataset.k,d=DATA.k[kid],box=document.createElement("div");
+  box.innerHTML=results(kid);det.appendChild(box);
+  var pre=document.createElement("pre");pre.className="code";pre.dataset.h=d?d.h:"";det.appendChild(pre);fill(pre);
+}
+window.ksOpen=openRes;
 document.addEventListener("toggle",function(e){
-  var d=e.target;if(d.open&&d.classList&&d.classList.contains("res")){
-    var pre=d.querySelector("pre.code");if(pre)fill(pre);}
+  var d=e.target;if(d.open&&d.classList&&d.classList.contains("res"))openRes(d);
 },true);
-document.querySelectorAll("#best pre.code, details.res[open] pre.code").forEach(fill);
+document.querySelectorAll(".resbox").forEach(function(b){b.innerHTML=results(b.dataset.k);});
+document.querySelectorAll("#best pre.code").forEach(fill);
 function openTo(id){
   var el=document.getElementById(id);
   for(var p=el;p;p=p.parentElement){if(p.tagName==="DETAILS")p.open=true;}
-  if(el){var res=el.querySelector(":scope>details.res");if(res){res.open=true;fill(res.querySelector("pre.code"));}}
+  if(el){var res=el.querySelector(":scope>details.res");if(res){res.open=true;openRes(res);}}
 }
 window.addEventListener("hashchange",function(){var h=location.hash.slice(1);if(h)openTo(h);});
 if(location.hash.length>1&&document.getElementById(location.hash.slice(1)))openTo(location.hash.slice(1));
@@ -1168,7 +1219,7 @@ document.querySelectorAll(".ctl button").forEach(function(b){b.addEventListener(
     d.open=act==="open"?true:act==="close"?false:d.classList.contains("path");});
 });});
 })();
-"""
+"""  # noqa: E501  (the tokenizer's regular expression is one line)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,477 @@
+"""Read queries over the store, used by the CLI's views (and reusable by the controller).
+
+Every function takes an open `Session` and only reads. They load whole runs in a handful of queries (never one
+per kernel), so a 10,000-kernel run is read in well under a second.
+
+Tree semantics: a Kernel with `idea_id` None is a round-0 seed (the starter); an Idea hangs under the kernel it
+came from (`Idea.parent_kernel_id`); the Kernels of an Idea are its branches. A Kernel without an Evaluation is
+queued work (its `state` is "queued").
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Iterable, Optional
+
+from sqlalchemy import case, func
+from sqlmodel import Session, select
+
+from kernelsearch.store.models import Evaluation, Idea, Kernel, LLMCall, Run
+
+QUEUED = "queued"                 # the state of a kernel that has no evaluation yet
+STATUSES = ("ok", "compile_error", "incorrect", "timeout", "crash", "rejected")
+_is_error = case((LLMCall.status == "ok", 0), else_=1)   # an LLM call that did not return a usable reply
+
+
+# -- rows ----------------------------------------------------------------------------------------------------
+@dataclass
+class KernelRow:
+    """One kernel with its evaluation's headline numbers (no code: see `kernel_codes`)."""
+
+    id: int
+    run_id: int
+    idea_id: Optional[int]
+    parent_kernel_id: Optional[int]
+    round: int
+    branch: int
+    language: str
+    code_hash: str
+    eval_id: Optional[int] = None         # evaluations are numbered in the order results were written
+    status: Optional[str] = None          # None: queued
+    reason: Optional[str] = None
+    stage: Optional[str] = None
+    time_ms: Optional[float] = None
+    ref_time_ms: Optional[float] = None
+    compile_ref_time_ms: Optional[float] = None
+    speedup: Optional[float] = None
+    speedup_compile: Optional[float] = None
+    gbps: Optional[float] = None
+    tflops: Optional[float] = None
+    roofline_fraction: Optional[float] = None
+    bottleneck: Optional[str] = None
+    timing_kind: Optional[str] = None
+    device: Optional[str] = None
+    eval_wall_s: Optional[float] = None
+
+    @property
+    def state(self) -> str:
+        return self.status or QUEUED
+
+    @property
+    def is_seed(self) -> bool:
+        return self.idea_id is None
+
+
+@dataclass
+class IdeaRow:
+    id: int
+    run_id: int
+    round: int
+    parent_kernel_id: Optional[int]
+    title: str
+    text: str
+    branches_wanted: int
+    status: str                            # open: branches still to write | coded
+    llm_call_id: Optional[int]
+
+
+@dataclass
+class RunStats:
+    """What a run spent and found."""
+
+    run_id: int
+    rounds: int = 0                        # the highest round with an idea or a kernel
+    ideas: int = 0
+    kernels: int = 0
+    evaluations: int = 0
+    by_status: dict[str, int] = field(default_factory=dict)   # evaluation status -> count
+    queued: int = 0
+    best_kernel_id: Optional[int] = None
+    best_speedup: Optional[float] = None
+    best_speedup_compile: Optional[float] = None
+    best_roofline_fraction: Optional[float] = None   # of the best kernel
+    best_time_ms: Optional[float] = None
+    timing_kinds: list[str] = field(default_factory=list)
+    llm_calls: int = 0
+    llm_errors: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0                  # of the priced calls
+    unpriced_calls: int = 0                # calls whose model had no price in the config (cost unknown)
+    wall_s: Optional[float] = None         # time spent running (summed over resumes), else started -> last write
+
+    @property
+    def tokens(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+    @property
+    def correct(self) -> int:
+        return self.by_status.get("ok", 0)
+
+
+@dataclass
+class RoundStats:
+    round: int
+    ideas: int = 0
+    branches: int = 0                      # kernels made in the round
+    evaluated: int = 0
+    correct: int = 0
+    by_status: dict[str, int] = field(default_factory=dict)
+    best_speedup: Optional[float] = None   # best of this round
+    best_so_far: Optional[float] = None    # best of rounds 0..round
+    tokens: int = 0                        # LLM calls linked to the round's ideas and kernels
+    cost_usd: float = 0.0
+
+
+@dataclass
+class ProgressPoint:
+    """One evaluation, in the order results arrived, with the best speedup found up to it."""
+
+    n: int                                 # 1-based count of evaluations so far
+    t_s: float                             # seconds since the run started
+    kernel_id: int
+    status: str
+    speedup: Optional[float]
+    best_so_far: Optional[float]
+
+
+@dataclass
+class CostRow:
+    role: str
+    provider: str
+    model: str
+    calls: int
+    errors: int
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float                        # of the priced calls
+    latency_s: float
+    unpriced: int = 0                      # calls whose model had no price (cost unknown)
+
+
+# -- the tree ------------------------------------------------------------------------------------------------
+@dataclass
+class RunTree:
+    """A whole run's idea tree, loaded in three queries. Children lists are in id order."""
+
+    run: Run
+    kernels: dict[int, KernelRow]
+    ideas: dict[int, IdeaRow]
+    roots: list[int] = field(default_factory=list)                       # seed kernels
+    top_ideas: list[int] = field(default_factory=list)                   # ideas with no parent kernel in run
+    ideas_of: dict[int, list[int]] = field(default_factory=dict)         # kernel id -> its child ideas
+    branches_of: dict[int, list[int]] = field(default_factory=dict)      # idea id -> its kernels
+    direct_children: dict[int, list[int]] = field(default_factory=dict)  # kernel -> kernels with no idea
+
+    def parent_of(self, kernel_id: int) -> Optional[int]:
+        """The kernel this one descends from (through its idea), or None for a seed."""
+        k = self.kernels[kernel_id]
+        if k.idea_id is not None and k.idea_id in self.ideas:
+            p = self.ideas[k.idea_id].parent_kernel_id
+            return p if p in self.kernels else None
+        p = k.parent_kernel_id
+        return p if p in self.kernels else None
+
+    def path_to(self, kernel_id: int) -> list[int]:
+        """Kernel ids from the seed down to `kernel_id`."""
+        path: list[int] = []
+        seen: set[int] = set()
+        cur: Optional[int] = kernel_id
+        while cur is not None and cur not in seen:
+            seen.add(cur)
+            path.append(cur)
+            cur = self.parent_of(cur)
+        return path[::-1]
+
+    def depth_of(self, kernel_id: int) -> int:
+        """How many ideas lie between the seed and this kernel (a seed: 0)."""
+        return sum(1 for k in self.path_to(kernel_id) if self.kernels[k].idea_id is not None)
+
+    def best(self, n: int = 1) -> list[KernelRow]:
+        """The n fastest correct kernels (speedup over eager; ties: the older kernel first)."""
+        ok = [k for k in self.kernels.values() if k.status == "ok" and k.speedup is not None]
+        ok.sort(key=lambda k: (-k.speedup, k.id))
+        return ok[:n]
+
+    def best_kernel(self) -> Optional[KernelRow]:
+        b = self.best(1)
+        return b[0] if b else None
+
+
+def _kernel_columns() -> tuple:
+    return (
+        Kernel.id, Kernel.run_id, Kernel.idea_id, Kernel.parent_kernel_id, Kernel.round, Kernel.branch,
+        Kernel.language, Kernel.code_hash, Evaluation.id,
+        Evaluation.status, Evaluation.reason, Evaluation.stage, Evaluation.time_ms, Evaluation.ref_time_ms,
+        Evaluation.compile_ref_time_ms, Evaluation.speedup, Evaluation.speedup_compile, Evaluation.gbps,
+        Evaluation.tflops, Evaluation.roofline_fraction, Evaluation.bottleneck, Evaluation.timing_kind,
+        Evaluation.device, Evaluation.wall_s,
+    )
+
+
+def _kernel_rows(session: Session, *where) -> list[KernelRow]:
+    stmt = (select(*_kernel_columns())
+            .outerjoin(Evaluation, Evaluation.kernel_id == Kernel.id)
+            .where(*where).order_by(Kernel.id))
+    return [KernelRow(*row) for row in session.connection().execute(stmt)]   # Core rows: no ORM cost per row
+
+
+def _idea_rows(session: Session, *where) -> list[IdeaRow]:
+    stmt = select(Idea.id, Idea.run_id, Idea.round, Idea.parent_kernel_id, Idea.title, Idea.text,
+                  Idea.branches_wanted, Idea.status, Idea.llm_call_id).where(*where).order_by(Idea.id)
+    return [IdeaRow(*row) for row in session.connection().execute(stmt)]
+
+
+def tree(session: Session, run_id: int) -> RunTree:
+    """The whole idea tree of a run (kernels without code)."""
+    run = session.get(Run, run_id)
+    if run is None:
+        raise LookupError(f"no run with id {run_id}")
+    kernels = {k.id: k for k in _kernel_rows(session, Kernel.run_id == run_id)}
+    ideas = {i.id: i for i in _idea_rows(session, Idea.run_id == run_id)}
+    t = RunTree(run=run, kernels=kernels, ideas=ideas)
+    ideas_of: dict[int, list[int]] = defaultdict(list)
+    branches_of: dict[int, list[int]] = defaultdict(list)
+    direct: dict[int, list[int]] = defaultdict(list)
+    for i in ideas.values():
+        if i.parent_kernel_id in kernels:
+            ideas_of[i.parent_kernel_id].append(i.id)
+        else:
+            t.top_ideas.append(i.id)
+    for k in kernels.values():
+        if k.idea_id is not None and k.idea_id in ideas:
+            branches_of[k.idea_id].append(k.id)
+        elif k.parent_kernel_id in kernels and k.parent_kernel_id != k.id:
+            direct[k.parent_kernel_id].append(k.id)
+        else:
+            t.roots.append(k.id)
+    t.ideas_of, t.branches_of, t.direct_children = dict(ideas_of), dict(branches_of), dict(direct)
+    return t
+
+
+# -- single lookups ------------------------------------------------------------------------------------------
+def list_runs(session: Session) -> list[Run]:
+    return list(session.exec(select(Run).order_by(Run.id)))
+
+
+def get_run(session: Session, name: str) -> Optional[Run]:
+    """The run called `name`, or None."""
+    return session.exec(select(Run).where(Run.name == name)).first()
+
+
+def get_kernel(session: Session, kernel_id: int) -> Optional[Kernel]:
+    return session.get(Kernel, kernel_id)
+
+
+def get_evaluation(session: Session, kernel_id: int) -> Optional[Evaluation]:
+    return session.exec(select(Evaluation).where(Evaluation.kernel_id == kernel_id)).first()
+
+
+def kernel_row(session: Session, kernel_id: int) -> Optional[KernelRow]:
+    rows = _kernel_rows(session, Kernel.id == kernel_id)
+    return rows[0] if rows else None
+
+
+def lineage(session: Session, kernel_id: int) -> list[tuple[KernelRow, Optional[IdeaRow]]]:
+    """The kernel's ancestry from the starter (first) down to the kernel itself (last), each kernel with the
+    idea it was written for (None for a seed). One query per generation: a path is as long as the rounds."""
+    chain: list[tuple[KernelRow, Optional[IdeaRow]]] = []
+    seen: set[int] = set()
+    cur: Optional[int] = kernel_id
+    while cur is not None and cur not in seen:
+        seen.add(cur)
+        k = kernel_row(session, cur)
+        if k is None:
+            break
+        idea = None
+        if k.idea_id is not None:
+            rows = _idea_rows(session, Idea.id == k.idea_id)
+            idea = rows[0] if rows else None
+        chain.append((k, idea))
+        cur = idea.parent_kernel_id if idea is not None and idea.parent_kernel_id is not None \
+            else k.parent_kernel_id
+    return chain[::-1]
+
+
+def best_kernels(session: Session, run_id: int, n: int = 1) -> list[KernelRow]:
+    """The n fastest correct kernels of a run by speedup over eager (ties: the older kernel first)."""
+    return _kernel_rows_limited(session, run_id, n)
+
+
+def _kernel_rows_limited(session: Session, run_id: int, n: int) -> list[KernelRow]:
+    stmt = (select(*_kernel_columns())
+            .join(Evaluation, Evaluation.kernel_id == Kernel.id)
+            .where(Kernel.run_id == run_id, Evaluation.status == "ok", Evaluation.speedup.is_not(None))
+            .order_by(Evaluation.speedup.desc(), Kernel.id).limit(n))
+    return [KernelRow(*row) for row in session.connection().execute(stmt)]
+
+
+def kernel_codes(session: Session, run_id: int) -> tuple[dict[int, str], dict[str, str]]:
+    """(kernel id -> code hash, code hash -> code) for a run: each distinct code once."""
+    by_kernel: dict[int, str] = {}
+    codes: dict[str, str] = {}
+    for kid, h, code in session.execute(select(Kernel.id, Kernel.code_hash, Kernel.code)
+                                        .where(Kernel.run_id == run_id)):
+        by_kernel[kid] = h
+        codes.setdefault(h, code)
+    return by_kernel, codes
+
+
+def error_texts(session: Session, run_id: int) -> dict[int, str]:
+    """kernel id -> the evaluation's longer error text, for the kernels that have one."""
+    stmt = (select(Evaluation.kernel_id, Evaluation.error_text)
+            .join(Kernel, Kernel.id == Evaluation.kernel_id)
+            .where(Kernel.run_id == run_id, Evaluation.error_text.is_not(None)))
+    return {kid: text for kid, text in session.execute(stmt) if text}
+
+
+def detail_jsons(session: Session, run_id: int) -> dict[int, str]:
+    """kernel id -> the evaluation's per-stage detail (JSON text), for every evaluated kernel of a run."""
+    stmt = (select(Evaluation.kernel_id, Evaluation.detail_json)
+            .join(Kernel, Kernel.id == Evaluation.kernel_id).where(Kernel.run_id == run_id))
+    return dict(session.execute(stmt).all())
+
+
+# -- statistics ----------------------------------------------------------------------------------------------
+def _wall_s(run: Run, last: Optional[datetime]) -> Optional[float]:
+    end = run.finished_at or last
+    if end is None or run.started_at is None:
+        return None
+    return max(0.0, (end - run.started_at).total_seconds())
+
+
+def run_stats(session: Session, run_id: int) -> RunStats:
+    """Tokens, cost, evaluations by status, the best kernel and wall time of one run (five queries)."""
+    run = session.get(Run, run_id)
+    if run is None:
+        raise LookupError(f"no run with id {run_id}")
+    s = RunStats(run_id=run_id)
+    s.ideas, max_idea_round, last_idea = session.execute(
+        select(func.count(Idea.id), func.max(Idea.round), func.max(Idea.created_at))
+        .where(Idea.run_id == run_id)).one()
+    s.kernels, max_kernel_round, last_kernel = session.execute(
+        select(func.count(Kernel.id), func.max(Kernel.round), func.max(Kernel.created_at))
+        .where(Kernel.run_id == run_id)).one()
+    s.rounds = max(max_idea_round or 0, max_kernel_round or 0)
+    last_eval = None
+    kinds: set[str] = set()
+    for status, kind, count, last in session.execute(
+            select(Evaluation.status, Evaluation.timing_kind, func.count(Evaluation.id),
+                   func.max(Evaluation.created_at))
+            .join(Kernel, Kernel.id == Evaluation.kernel_id).where(Kernel.run_id == run_id)
+            .group_by(Evaluation.status, Evaluation.timing_kind)):
+        s.by_status[status] = s.by_status.get(status, 0) + count
+        s.evaluations += count
+        if kind:
+            kinds.add(kind)
+        last_eval = last if last_eval is None or (last and last > last_eval) else last_eval
+    s.timing_kinds = sorted(kinds)
+    s.queued = s.kernels - s.evaluations
+    best = _kernel_rows_limited(session, run_id, 1)
+    if best:
+        b = best[0]
+        s.best_kernel_id, s.best_speedup, s.best_speedup_compile = b.id, b.speedup, b.speedup_compile
+        s.best_roofline_fraction, s.best_time_ms = b.roofline_fraction, b.time_ms
+    calls, errors, tin, tout, cost, priced, last_call = session.execute(
+        select(func.count(LLMCall.id), func.sum(_is_error),
+               func.sum(LLMCall.tokens_in), func.sum(LLMCall.tokens_out), func.sum(LLMCall.cost_usd),
+               func.count(LLMCall.cost_usd), func.max(LLMCall.created_at))
+        .where(LLMCall.run_id == run_id)).one()
+    s.llm_calls, s.llm_errors = calls or 0, errors or 0
+    s.unpriced_calls = s.llm_calls - (priced or 0)
+    s.tokens_in, s.tokens_out, s.cost_usd = tin or 0, tout or 0, float(cost or 0.0)
+    if run.elapsed_s:
+        s.wall_s = run.elapsed_s
+    else:
+        lasts = [d for d in (last_idea, last_kernel, last_eval, last_call) if d is not None]
+        s.wall_s = _wall_s(run, max(lasts) if lasts else None)
+    return s
+
+
+def round_stats(session: Session, run_id: int) -> list[RoundStats]:
+    """Per round: ideas, branches, evaluated, correct, best speedup (and best so far), tokens and cost."""
+    rounds: dict[int, RoundStats] = {}
+
+    def get(r: int) -> RoundStats:
+        return rounds.setdefault(r, RoundStats(round=r))
+
+    for r, n in session.execute(select(Idea.round, func.count(Idea.id)).where(Idea.run_id == run_id)
+                                .group_by(Idea.round)):
+        get(r).ideas = n
+    for r, n in session.execute(select(Kernel.round, func.count(Kernel.id)).where(Kernel.run_id == run_id)
+                                .group_by(Kernel.round)):
+        get(r).branches = n
+    for r, status, n, best in session.execute(
+            select(Kernel.round, Evaluation.status, func.count(Evaluation.id), func.max(Evaluation.speedup))
+            .join(Evaluation, Evaluation.kernel_id == Kernel.id).where(Kernel.run_id == run_id)
+            .group_by(Kernel.round, Evaluation.status)):
+        rs = get(r)
+        rs.by_status[status] = n
+        rs.evaluated += n
+        if status == "ok":
+            rs.correct = n
+            rs.best_speedup = best
+    # LLM calls linked to a round through the ideas and kernels they produced (each call counted once).
+    call_round: dict[int, int] = {}
+    for cid, r in session.execute(select(Idea.llm_call_id, Idea.round)
+                                  .where(Idea.run_id == run_id, Idea.llm_call_id.is_not(None))):
+        call_round.setdefault(cid, r)
+    for cid, r in session.execute(select(Kernel.llm_call_id, Kernel.round)
+                                  .where(Kernel.run_id == run_id, Kernel.llm_call_id.is_not(None))):
+        call_round.setdefault(cid, r)
+    if call_round:
+        for cid, tin, tout, cost in session.execute(
+                select(LLMCall.id, LLMCall.tokens_in, LLMCall.tokens_out, LLMCall.cost_usd)
+                .where(LLMCall.run_id == run_id)):
+            if cid in call_round:
+                rs = get(call_round[cid])
+                rs.tokens += (tin or 0) + (tout or 0)
+                rs.cost_usd += cost or 0.0
+    best: Optional[float] = None
+    out = [rounds[r] for r in sorted(rounds)]
+    for rs in out:
+        if rs.best_speedup is not None and (best is None or rs.best_speedup > best):
+            best = rs.best_speedup
+        rs.best_so_far = best
+    return out
+
+
+def progress(session: Session, run_id: int) -> list[ProgressPoint]:
+    """Every evaluation in the order it was written, with the best speedup up to it (for progress plots)."""
+    if session.get(Run, run_id) is None:
+        raise LookupError(f"no run with id {run_id}")
+    started = select(Run.started_at).where(Run.id == run_id).scalar_subquery()
+    seconds = (func.julianday(Evaluation.created_at) - func.julianday(started)) * 86400.0   # in SQLite: no
+    stmt = (select(Evaluation.kernel_id, Evaluation.status, Evaluation.speedup, seconds)  # datetime per row
+            .join(Kernel, Kernel.id == Evaluation.kernel_id).where(Kernel.run_id == run_id)
+            .order_by(Evaluation.created_at, Evaluation.id))
+    points: list[ProgressPoint] = []
+    best: Optional[float] = None
+    for n, (kid, status, speedup, t) in enumerate(session.connection().execute(stmt), start=1):
+        if status == "ok" and speedup is not None and (best is None or speedup > best):
+            best = speedup
+        points.append(ProgressPoint(n=n, t_s=max(0.0, t or 0.0), kernel_id=kid, status=status,
+                                    speedup=speedup if status == "ok" else None, best_so_far=best))
+    return points
+
+
+def cost_breakdown(session: Session, run_id: int) -> list[CostRow]:
+    """LLM calls of a run grouped by role, provider and model."""
+    stmt = (select(LLMCall.role, LLMCall.provider, LLMCall.model, func.count(LLMCall.id),
+                   func.sum(_is_error), func.sum(LLMCall.tokens_in),
+                   func.sum(LLMCall.tokens_out), func.sum(LLMCall.cost_usd), func.sum(LLMCall.latency_s),
+                   func.count(LLMCall.cost_usd))
+            .where(LLMCall.run_id == run_id)
+            .group_by(LLMCall.role, LLMCall.provider, LLMCall.model)
+            .order_by(LLMCall.role, LLMCall.provider, LLMCall.model))
+    return [CostRow(role, prov, model, calls, errs or 0, tin or 0, tout or 0, float(cost or 0.0),
+                    float(lat or 0.0), calls - priced)
+            for role, prov, model, calls, errs, tin, tout, cost, lat, priced in session.execute(stmt)]
+
+
+def ideas_by_id(session: Session, ids: Iterable[int]) -> dict[int, IdeaRow]:
+    ids = list(ids)
+    if not ids:
+        return {}
+    return {i.id: i for i in _idea_rows(session, Idea.id.in_(ids))}

@@ -25,7 +25,6 @@ import typer
 from rich.color import ColorSystem
 from rich.console import Console
 from rich.style import Style
-from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 from sqlalchemy import event, select
@@ -97,7 +96,9 @@ def _kernel_id(text: str) -> int:
 
 # -- formatting ----------------------------------------------------------------------------------------------
 def _x(v: Optional[float]) -> str:
-    return "—" if v is None else (f"{v:.2f}×" if v < 100 else f"{v:.0f}×")
+    if v is None:
+        return "—"
+    return f"{v:.2g}×" if v < 0.1 else f"{v:.2f}×" if v < 100 else f"{v:.0f}×"
 
 
 def _pct(v: Optional[float]) -> str:
@@ -247,6 +248,7 @@ class _TreeView:
         self.matched: set[int] = set()
         self.kernels: Optional[set[int]] = None      # None: all
         self.ideas: Optional[set[int]] = None
+        self.printed = 0                              # kernels printed by the last lines() or JSON walk
         if self.filtered:
             self._select(best, status, round_)
 
@@ -301,9 +303,6 @@ class _TreeView:
             return []
         return ideas if self.ideas is None else [i for i in ideas if i in self.ideas]
 
-    def shown_kernels(self) -> int:
-        return len(self.t.kernels) if self.kernels is None else len(self.kernels)
-
     # text ---------------------------------------------------------------------------------------------------
     def kernel_label(self, k: q.KernelRow, paint: _Paint) -> str:
         context = self.filtered and k.id not in self.matched
@@ -347,6 +346,7 @@ class _TreeView:
 
         def kernel(kid: int, prefix: str, conn: str, depth: int) -> None:
             k = self.t.kernels[kid]
+            self.printed += 1
             out.append(prefix + paint(conn, "dim") + self.kernel_label(k, paint))
             ideas, direct, hidden = self._kernel_children(kid, depth)
             child_prefix = prefix + _cont(conn)
@@ -384,6 +384,7 @@ class _TreeView:
 
     # json ---------------------------------------------------------------------------------------------------
     def kernel_json(self, k: q.KernelRow, depth: int) -> dict[str, Any]:
+        self.printed += 1
         ideas, direct, hidden = self._kernel_children(k.id, depth)
         d: dict[str, Any] = {
             "kind": "kernel", "id": k.id, "idea_id": k.idea_id, "parent_kernel_id": self.t.parent_of(k.id),
@@ -403,7 +404,7 @@ class _TreeView:
 
     def idea_json(self, i: q.IdeaRow, depth: int) -> dict[str, Any]:
         return {"kind": "idea", "id": i.id, "round": i.round, "parent_kernel_id": i.parent_kernel_id,
-                "title": i.title, "text": i.text, "branches_wanted": i.branches_wanted,
+                "title": i.title, "text": i.text, "branches_wanted": i.branches_wanted, "status": i.status,
                 "kernels": [self.kernel_json(self.t.kernels[k], depth) for k in self._branches(i.id)]}
 
 
@@ -445,9 +446,9 @@ def tree_cmd(
         doc = {"run": _run_json(run), "stats": _stats_json(st),
                "filters": {k: v for k, v in filters.items() if v is not None},
                "best_kernel_id": view.best_id, "best_path": view.best_path,
-               "shown_kernels": view.shown_kernels(),
                "roots": [view.kernel_json(t.kernels[k], 0) for k in view.roots()],
                "ideas": [view.idea_json(t.ideas[i], 1) for i in view.top_ideas()]}
+        doc["shown_kernels"] = view.printed
         sys.stdout.write(json.dumps(doc, ensure_ascii=False) + "\n")   # compact: the C encoder (indent is 10x slower)
         return
     console = _console()
@@ -463,12 +464,14 @@ def tree_cmd(
         head.append(paint(note, "yellow"))
     if view.best_path:
         head.append(paint("★ marks the path from the starter to the best kernel", "dim"))
-    active = {k: v for k, v in filters.items() if v is not None}
-    if view.filtered or depth is not None:
-        desc = " ".join(f"--{k} {v}" for k, v in active.items())
-        head.append(paint(f"showing {len(view.matched) if view.filtered else view.shown_kernels()} of "
-                          f"{len(t.kernels)} kernels ({desc}); ancestors shown for context", "dim"))
     body = view.lines(paint)
+    if view.filtered or depth is not None:
+        desc = " ".join(f"--{k} {v}" for k, v in filters.items() if v is not None)
+        what = f"{len(view.matched)} of {len(t.kernels)} kernels match ({desc})" if view.filtered else \
+            f"{view.printed} of {len(t.kernels)} kernels shown ({desc})"
+        if view.filtered:
+            what += f"; {view.printed - len(view.matched)} ancestors shown dimmed for context"
+        head.append(paint(what, "dim"))
     if not body:
         body = [paint("(nothing matches)" if view.filtered else "(the run has no kernels yet)", "dim")]
     sys.stdout.write("\n".join(head + [""] + body) + "\n")
@@ -593,7 +596,7 @@ def show_cmd(
         except json.JSONDecodeError:
             detail = {"(unparsed detail)": ev.detail_json}
         if detail:
-            c.print(Text("\nstages", style="bold"))
+            c.print(Text("\ndetail (per stage)", style="bold"))
             lines = _detail_lines(detail)
             if len(lines) > 200:
                 lines = lines[:200] + [f"  … {len(lines) - 200} more lines"]
@@ -606,9 +609,11 @@ def show_cmd(
         lead = "  " + "   " * (n - 1) + "└─ " if n else "  "
         via = f"i{ir.id} r{ir.round} “{_one_line(ir.title, 70)}” → " if ir else "seed "
         c.print(Text(lead + via + _kernel_brief(kr) + ("  ← this kernel" if kr.id == kid else "")), soft_wrap=True)
-    nlines = k.code.count("\n") + 1
-    c.print(Text(f"\ncode ({k.language}, {nlines} lines)", style="bold"))
-    c.print(Syntax(k.code, "python", line_numbers=True, word_wrap=False, theme="ansi_dark"), soft_wrap=True)
+    from rich.syntax import Syntax  # pygments: imported only by the command that highlights
+
+    code = k.code.rstrip("\n")
+    c.print(Text(f"\ncode ({k.language}, {code.count(chr(10)) + 1} lines)", style="bold"))
+    c.print(Syntax(code, "python", line_numbers=True, word_wrap=False, theme="ansi_dark"), soft_wrap=True)
 
 
 # -- diff ----------------------------------------------------------------------------------------------------
@@ -764,7 +769,7 @@ def export_tsv_cmd(
         w.writerow([n, f"r{k.round}-k{k.id}", run.problem, _num(k.tflops, ".6g"),
                     _num(k.time_ms * 1000 if k.time_ms is not None else None, ".3f"),
                     _num(k.roofline_fraction * 100 if k.roofline_fraction is not None else None, ".2f"),
-                    _num(k.speedup, ".4f"), "PASS" if k.status == "ok" else "FAIL",
+                    _num(k.speedup, ".4g"), "PASS" if k.status == "ok" else "FAIL",
                     _num(_peak_vram(details.get(k.id)), ".1f"), desc])
     text = buf.getvalue()
     if out is None:
@@ -868,7 +873,7 @@ class _Report:
                 f"<tr><td>{rs.round}</td><td>{rs.ideas}</td><td>{rs.branches}</td><td>{rs.evaluated}</td>"
                 f"<td>{rs.correct}</td><td class=l>{_E(_by_status(failed)) if failed else '—'}</td>"
                 f"<td>{_x(rs.best_speedup)}</td><td>{_x(rs.best_so_far)}</td><td>{_tokens(rs.tokens)}</td>"
-                f"<td>{_cost(rs.cost_usd)}</td></tr>")
+                f"<td>{'unpriced' if rs.calls and rs.unpriced == rs.calls else _cost(rs.cost_usd)}</td></tr>")
         return ('<table class="stats"><thead><tr><th>round</th><th>ideas</th><th>branches</th><th>evaluated</th>'
                 '<th>correct</th><th class=l>failed</th><th>best in round</th><th>best so far</th><th>tokens</th>'
                 f'<th>cost</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
@@ -1053,8 +1058,10 @@ def _svg_plot(points: list[tuple[float, float]], fails: list[float], steps: list
     step line, and y = 1 (eager) dashed. Dots and ticks are one path each, so 10,000 points stay small."""
     W, H, L, R, T, B = 560, 320, 56, 16, 30, 44
     pw, ph = W - L - R, H - T - B
-    ys = [y for _, y in points] + [1.0]
-    ymax_data = max(ys)
+    # y = 1 (eager) is in range unless every speedup is far below it (CPU-interpreter runs: 0.002x and such)
+    ymax_data = max([y for _, y in points] or [1.0])
+    if ymax_data > 0.3:
+        ymax_data = max(ymax_data, 1.0)
     ystep = _nice_step(ymax_data * 1.1)
     ymax = ystep * math.ceil(ymax_data * 1.1 / ystep)
     xmax = max(xmax, max((x for x, _ in points), default=0.0), max(fails, default=0.0), 1e-9)
@@ -1086,8 +1093,9 @@ def _svg_plot(points: list[tuple[float, float]], fails: list[float], steps: list
     parts.append(f'<text x="{L + pw / 2}" y="{H - 6}" text-anchor="middle" class="al">{_E(xlabel)}</text>')
     parts.append(f'<text transform="translate(14 {T + ph / 2}) rotate(-90)" text-anchor="middle" class="al">'
                  f'{_E(ylabel)}</text>')
-    parts.append(f'<path class="eager" d="M{L} {Y(1.0):.1f}H{L + pw}"/>'
-                 f'<text x="{L + pw - 2}" y="{Y(1.0) - 4:.1f}" text-anchor="end" class="el">eager</text>')
+    if ymax >= 1.0:
+        parts.append(f'<path class="eager" d="M{L} {Y(1.0):.1f}H{L + pw}"/>'
+                     f'<text x="{L + pw - 2}" y="{Y(1.0) - 4:.1f}" text-anchor="end" class="el">eager</text>')
     if not points and not fails:
         parts.append(f'<text x="{L + pw / 2}" y="{T + ph / 2}" text-anchor="middle" class="al">'
                      'no evaluations yet</text>')
@@ -1178,7 +1186,7 @@ function fill(pre){
   pre.innerHTML=hl(code);pre.dataset.done="1";
 }
 function ms(v){return v>=1000?(v/1000).toPrecision(3)+" s":v>=1?v.toPrecision(3)+" ms":(v*1000).toPrecision(3)+" \u00b5s";}
-function x(v){return v<100?v.toFixed(2)+"\u00d7":v.toFixed(0)+"\u00d7";}
+function x(v){return (v<0.1?v.toPrecision(2):v<100?v.toFixed(2):v.toFixed(0))+"\u00d7";}
 function pct(v){return (v*100).toFixed(0)+"%";}
 function results(kid){
   var d=DATA.k[kid];if(!d)return "";

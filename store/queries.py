@@ -122,6 +122,8 @@ class RoundStats:
     best_so_far: Optional[float] = None    # best of rounds 0..round
     tokens: int = 0                        # LLM calls linked to the round's ideas and kernels
     cost_usd: float = 0.0
+    calls: int = 0
+    unpriced: int = 0                      # of those calls, the ones without a price
 
 
 @dataclass
@@ -428,6 +430,8 @@ def round_stats(session: Session, run_id: int) -> list[RoundStats]:
                 rs = get(call_round[cid])
                 rs.tokens += (tin or 0) + (tout or 0)
                 rs.cost_usd += cost or 0.0
+                rs.calls += 1
+                rs.unpriced += cost is None
     best: Optional[float] = None
     out = [rounds[r] for r in sorted(rounds)]
     for rs in out:

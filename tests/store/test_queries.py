@@ -102,6 +102,7 @@ def test_round_stats(s):
     assert got == {0: (0, 1, 1, 1, 1.0, 1.0, 0), 1: (2, 4, 4, 2, 1.5, 1.5, 4500), 2: (3, 4, 3, 1, 2.5, 2.5, 2200)}
     assert rs[1].by_status == {"ok": 2, "incorrect": 1, "compile_error": 1}
     assert rs[1].cost_usd == pytest.approx(0.03) and rs[2].cost_usd == pytest.approx(0.015)
+    assert (rs[0].calls, rs[1].calls, rs[2].calls, rs[1].unpriced) == (0, 2, 1, 0)
 
 
 def test_progress_is_in_arrival_order_with_the_best_so_far(s):

@@ -101,7 +101,7 @@ def _kernels_in(out: str) -> set[int]:
 def test_tree_status_filter_keeps_ancestors_for_context(db):
     out = ks("tree", "alpha", "--db", db, "--status", "failed")
     assert _kernels_in(out) == {1, 2, 3, 4, 5, 7, 8}    # failures + their ancestors
-    assert "showing 4 of 9 kernels (--status failed)" in out
+    assert "4 of 9 kernels match (--status failed); 3 ancestors shown dimmed for context" in out
     assert _kernels_in(ks("tree", "alpha", "--db", db, "--status", "queued")) == {1, 5, 9}
     assert _kernels_in(ks("tree", "alpha", "--db", db, "--status", "incorrect")) == {1, 3}
 
@@ -120,6 +120,7 @@ def test_tree_best_round_depth_filters(db):
 
     shallow = ks("tree", "alpha", "--db", db, "--depth", "1")
     assert _kernels_in(shallow) == {1, 2, 3, 4, 5}
+    assert "5 of 9 kernels shown (--depth 1)" in shallow
     assert "… 2 ideas below (raise --depth)" in shallow and "… 1 idea below (raise --depth)" in shallow
     assert _kernels_in(ks("tree", "alpha", "--db", db, "--depth", "0")) == {1}
 
@@ -254,7 +255,7 @@ def test_export_tsv_has_autokernels_columns(db, tmp_path):
     assert [r["experiment"] for r in body] == [str(i) for i in range(1, 9)]
     k6 = body[5]
     assert (k6["kernel_type"], k6["throughput_tflops"], k6["latency_us"], k6["pct_peak"],
-            k6["speedup_vs_pytorch"], k6["correctness"]) == ("softmax", "0.05", "800.000", "55.00", "2.5000", "PASS")
+            k6["speedup_vs_pytorch"], k6["correctness"]) == ("softmax", "0.05", "800.000", "55.00", "2.5", "PASS")
     assert k6["description"] == "keep the row in registers [cpu-interpreter timing]"
     assert body[1]["peak_vram_mb"] == "12.5" and k6["peak_vram_mb"] == ""
     k3 = body[2]

@@ -371,3 +371,24 @@ def test_the_views_session_refuses_writes(db):
         assert s.execute(text("SELECT count(*) FROM kernel")).scalar() == 11
         with pytest.raises(OperationalError, match="readonly"):
             s.execute(text("DELETE FROM evaluation"))
+
+
+def test_a_run_with_nothing_in_it_yet(tmp_path):
+    from sqlmodel import Session
+
+    from kernelsearch.store.database import open_store
+    from kernelsearch.store.models import Run
+
+    engine = open_store(tmp_path / "e.db")
+    with Session(engine) as s:
+        s.add(Run(name="empty", problem="softmax", config_json="{}"))
+        s.commit()
+    engine.dispose()
+    db = tmp_path / "e.db"
+    assert _body(ks("tree", "empty", "--db", db)).strip() == "(the run has no kernels yet)"
+    doc = json.loads(ks("tree", "empty", "--db", db, "--json"))
+    assert doc["roots"] == [] and doc["best_kernel_id"] is None and doc["stats"]["evaluations"] == 0
+    assert ks("export-tsv", "empty", "--db", db).splitlines() == ["\t".join(views.TSV_COLUMNS)]
+    ks("report", "empty", "--db", db, "-o", tmp_path / "e.html")
+    page = (tmp_path / "e.html").read_text()
+    assert "no evaluations yet" in page and "the run has no kernels yet" in page and "no correct kernel yet" in page

@@ -1,0 +1,339 @@
+"""Matmul search space: tile shapes, warps, pipeline depth, grouped tile order, persistent grids, TMA.
+
+The work is 2 * M * N * K flops (spec.flops): 137 GFLOP at the timed bf16 4096^3, 0.2 ms at 690 TFLOP/s.
+Bytes are not the limit (A and B are 32 MB each) but how often tiles are re-read is: each BM x BN tile of C
+reads BM * K + K * BN elements, so A crosses L2 N / BN times and B M / BM times (at 128 x 256 tiles: 16 and
+32 times, 1.6 GB of L2 traffic); the grouped order (GROUP_M tiles down before moving right) keeps the A rows
+and B columns of neighbouring programs in L2 so DRAM sees them about once.
+- `tiled`: one program per C tile, pointer loads (boundary rows wrap, K masked), the loop pipelined
+  num_stages deep (cp.async into shared memory, wgmma on Hopper).
+- `persistent`: one program per SM walks the tiles (stride = grid size), so there is no launch tail and the
+  next tile's loads overlap the current epilogue.
+- `tma` / `tma_persistent`: the same with tensor descriptors: the TMA engine copies tiles into shared memory
+  (no address arithmetic in registers, hardware bounds handling), optional warp specialization of the K loop
+  (a producer warp issues copies while the consumers run wgmma) and a split epilogue store that halves the
+  shared memory the C tile needs. TMA needs 16-byte aligned row strides; other shapes fall back to `tiled`.
+fp32 inputs use input_precision="ieee" (no TF32), as torch.matmul does by default.
+"""
+from __future__ import annotations
+
+from string import Template
+
+from kernelsearch.evaluators.space import Move, SearchSpace
+
+_PROLOGUE = '''import torch
+import triton
+import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+
+@triton.jit
+def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    # grouped order: GROUP_M tiles down a column of tiles before moving right, so the programs running at
+    # once share A rows and B columns in L2
+    in_group = GROUP_M * num_pid_n
+    first_m = (tile_id // in_group) * GROUP_M
+    size_m = tl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (tile_id % in_group) % size_m
+    pid_n = (tile_id % in_group) // size_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, s_am, s_ak, s_bk, s_bn, s_cm, s_cn,
+                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+                   PRECISION: tl.constexpr):
+    # One program per BM x BN tile of C; the K loop is software-pipelined num_stages deep.
+    num_pid_m = tl.cdiv(M, BM)
+    num_pid_n = tl.cdiv(N, BN)
+    pid_m, pid_n = _tile_coords(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
+    # rows and columns past the edge wrap around (their results are masked at the store): no load masks
+    # on M and N, only on the K tail
+    offs_am = (pid_m * BM + tl.arange(0, BM)) % M
+    offs_bn = (pid_n * BN + tl.arange(0, BN)) % N
+    offs_k = tl.arange(0, BK)
+    a_ptrs = a_ptr + offs_am.to(tl.int64)[:, None] * s_am + offs_k[None, :] * s_ak
+    b_ptrs = b_ptr + offs_k[:, None] * s_bk + offs_bn.to(tl.int64)[None, :] * s_bn
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        k_left = K - k * BK
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        a_ptrs += BK * s_ak
+        b_ptrs += BK * s_bk
+    offs_cm = pid_m * BM + tl.arange(0, BM)
+    offs_cn = pid_n * BN + tl.arange(0, BN)
+    c_ptrs = c_ptr + offs_cm.to(tl.int64)[:, None] * s_cm + offs_cn[None, :] * s_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
+
+
+def _launch_tiled(a, b, c, M, N, K, precision):
+    grid = (triton.cdiv(M, $BM) * triton.cdiv(N, $BN),)
+    _matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                         c.stride(0), c.stride(1), BM=$BM, BN=$BN, BK=$BK, GROUP_M=$GROUP_M,
+                         PRECISION=precision, num_warps=$num_warps, num_stages=$num_stages)
+'''
+
+_TILED = '''
+
+def _launch(a, b, c, M, N, K, precision):
+    _launch_tiled(a, b, c, M, N, K, precision)
+'''
+
+_PERSISTENT = '''
+
+@triton.jit
+def _matmul_persistent_kernel(a_ptr, b_ptr, c_ptr, M, N, K, s_am, s_ak, s_bk, s_bn, s_cm, s_cn,
+                              BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+                              PRECISION: tl.constexpr):
+    # One program per SM (times PROGRAMS_PER_SM) walks the tiles with a stride of the grid size: no launch
+    # tail, and the next tile's first loads overlap this tile's epilogue.
+    num_pid_m = tl.cdiv(M, BM)
+    num_pid_n = tl.cdiv(N, BN)
+    offs_k = tl.arange(0, BK)
+    for tile_id in tl.range(tl.program_id(0), num_pid_m * num_pid_n, tl.num_programs(0), flatten=$FLATTEN):
+        pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        offs_am = (pid_m * BM + tl.arange(0, BM)) % M
+        offs_bn = (pid_n * BN + tl.arange(0, BN)) % N
+        a_ptrs = a_ptr + offs_am.to(tl.int64)[:, None] * s_am + offs_k[None, :] * s_ak
+        b_ptrs = b_ptr + offs_k[:, None] * s_bk + offs_bn.to(tl.int64)[None, :] * s_bn
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BK)):
+            k_left = K - k * BK
+            a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+            b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+            a_ptrs += BK * s_ak
+            b_ptrs += BK * s_bk
+        offs_cm = pid_m * BM + tl.arange(0, BM)
+        offs_cn = pid_n * BN + tl.arange(0, BN)
+        c_ptrs = c_ptr + offs_cm.to(tl.int64)[:, None] * s_cm + offs_cn[None, :] * s_cn
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
+
+
+def _launch(a, b, c, M, N, K, precision):
+    tiles = triton.cdiv(M, $BM) * triton.cdiv(N, $BN)
+    _matmul_persistent_kernel[(min(tiles, _num_programs(a)),)](
+        a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+        BM=$BM, BN=$BN, BK=$BK, GROUP_M=$GROUP_M, PRECISION=precision,
+        num_warps=$num_warps, num_stages=$num_stages)
+'''
+
+_TMA_STORE = {
+    False: '''c_desc.store([off_m, off_n], acc.to(c_desc.dtype))''',
+    # two half-width stores: the C tile staged in shared memory is half the size, leaving room for a deeper
+    # pipeline of A and B tiles
+    True: '''halves = tl.permute(tl.reshape(acc, (BM, 2, BN // 2)), (0, 2, 1))
+    c0, c1 = tl.split(halves)
+    c_desc.store([off_m, off_n], c0.to(c_desc.dtype))
+    c_desc.store([off_m, off_n + BN // 2], c1.to(c_desc.dtype))''',
+}
+
+_TMA = '''
+
+@triton.jit
+def _matmul_tma_kernel(a_desc, b_desc, c_desc, M, N, K,
+                       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+                       PRECISION: tl.constexpr):
+    # One program per tile; A and B tiles arrive by TMA (bounds handled by the copy engine, zero-filled).
+    pid_m, pid_n = _tile_coords(tl.program_id(0), tl.cdiv(M, BM), tl.cdiv(N, BN), GROUP_M)
+    off_m = pid_m * BM
+    off_n = pid_n * BN
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in tl.range(0, K, BK, warp_specialize=$WARP_SPECIALIZE):
+        a = a_desc.load([off_m, k])
+        b = b_desc.load([k, off_n])
+        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+    $TMA_STORE
+
+
+def _launch(a, b, c, M, N, K, precision):
+    if not _tma_ok(a, b, c):
+        return _launch_tiled(a, b, c, M, N, K, precision)
+    a_desc, b_desc, c_desc = _descriptors(a, b, c)
+    grid = (triton.cdiv(M, $BM) * triton.cdiv(N, $BN),)
+    _matmul_tma_kernel[grid](a_desc, b_desc, c_desc, M, N, K, BM=$BM, BN=$BN, BK=$BK, GROUP_M=$GROUP_M,
+                             PRECISION=precision, num_warps=$num_warps, num_stages=$num_stages)
+'''
+
+_TMA_PERSISTENT = '''
+
+@triton.jit
+def _matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
+                                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                                  GROUP_M: tl.constexpr, PRECISION: tl.constexpr):
+    # Persistent programs over the tiles, TMA loads: the copy engine fetches the next tile's A and B while
+    # this tile's epilogue runs.
+    num_pid_m = tl.cdiv(M, BM)
+    num_pid_n = tl.cdiv(N, BN)
+    for tile_id in tl.range(tl.program_id(0), num_pid_m * num_pid_n, tl.num_programs(0), flatten=$FLATTEN,
+                            warp_specialize=$WARP_SPECIALIZE):
+        pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
+        off_m = pid_m * BM
+        off_n = pid_n * BN
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, K, BK):
+            a = a_desc.load([off_m, k])
+            b = b_desc.load([k, off_n])
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        $TMA_STORE_IN_LOOP
+
+
+def _launch(a, b, c, M, N, K, precision):
+    if not _tma_ok(a, b, c):
+        return _launch_tiled(a, b, c, M, N, K, precision)
+    a_desc, b_desc, c_desc = _descriptors(a, b, c)
+    tiles = triton.cdiv(M, $BM) * triton.cdiv(N, $BN)
+    _matmul_tma_persistent_kernel[(min(tiles, _num_programs(a)),)](
+        a_desc, b_desc, c_desc, M, N, K, BM=$BM, BN=$BN, BK=$BK, GROUP_M=$GROUP_M, PRECISION=precision,
+        num_warps=$num_warps, num_stages=$num_stages)
+'''
+
+_TMA_HELPERS = '''
+
+def _tma_ok(a, b, c):
+    # TMA needs 16-byte aligned base addresses and row strides
+    size = a.element_size()
+    return all(t.data_ptr() % 16 == 0 and (t.stride(0) * size) % 16 == 0 for t in (a, b, c))
+
+
+def _descriptors(a, b, c):
+    c_block = [$BM, $BN // 2] if $SUBTILE else [$BM, $BN]
+    return (TensorDescriptor.from_tensor(a, [$BM, $BK]), TensorDescriptor.from_tensor(b, [$BK, $BN]),
+            TensorDescriptor.from_tensor(c, c_block))
+'''
+
+_EPILOGUE = '''
+
+_SMS = {}
+
+
+def _num_programs(x):
+    # persistent grids: PROGRAMS_PER_SM programs per SM (the interpreter has no SMs; 4 keeps it quick)
+    if x.device.type != "cuda":
+        return 4
+    idx = x.device.index or 0
+    if idx not in _SMS:
+        _SMS[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
+    return _SMS[idx] * $PROGRAMS_PER_SM
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    if a.dtype not in (torch.float32, torch.float16, torch.bfloat16) or b.dtype != a.dtype:
+        raise TypeError(f"matmul kernel: unsupported dtypes {a.dtype} @ {b.dtype}")
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"matmul kernel: shapes {tuple(a.shape)} @ {tuple(b.shape)}")
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
+    if M == 0 or N == 0:
+        return c
+    if K == 0:
+        return c.zero_()
+    a = a if a.stride(1) == 1 else a.contiguous()
+    b = b if b.stride(1) == 1 else b.contiguous()
+    # fp32 stays fp32 (no TF32), as torch.matmul computes it by default
+    _launch(a, b, c, M, N, K, "ieee" if a.dtype == torch.float32 else "tf32")
+    return c
+
+
+class ModelNew(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return matmul(a, b)
+'''
+
+
+def _template(p: dict) -> str:
+    variant = p["variant"]
+    body = {"tiled": _TILED, "persistent": _PERSISTENT, "tma": _TMA + _TMA_HELPERS,
+            "tma_persistent": _TMA_PERSISTENT + _TMA_HELPERS}[variant]
+    store = _TMA_STORE[p["epilogue_subtile"]]
+    body = (body.replace("$TMA_STORE_IN_LOOP", store.replace("\n    ", "\n        "))
+            .replace("$TMA_STORE", store))
+    fill = {
+        "BM": p["BM"], "BN": p["BN"], "BK": p["BK"], "GROUP_M": p["GROUP_M"],
+        "num_warps": p["num_warps"], "num_stages": p["num_stages"], "PROGRAMS_PER_SM": p["programs_per_sm"],
+        "FLATTEN": p["flatten"], "WARP_SPECIALIZE": p["warp_specialize"], "SUBTILE": p["epilogue_subtile"],
+    }
+    return Template(_PROLOGUE + body + _EPILOGUE).substitute(fill)
+
+
+PARAMS = {
+    "variant": ["tiled", "persistent", "tma", "tma_persistent"],
+    "BM": [64, 128, 256],
+    "BN": [64, 128, 256],
+    "BK": [32, 64, 128],
+    "GROUP_M": [1, 4, 8, 16],
+    "num_warps": [4, 8],
+    "num_stages": [2, 3, 4, 5],
+    "programs_per_sm": [1, 2],
+    "flatten": [False, True],
+    "warp_specialize": [False, True],
+    "epilogue_subtile": [False, True],
+}
+
+DEFAULT = {"variant": "tiled", "BM": 128, "BN": 256, "BK": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3,
+           "programs_per_sm": 1, "flatten": False, "warp_specialize": False, "epilogue_subtile": False}
+
+
+def _moves() -> list[Move]:
+    tma = lambda p: p["variant"].startswith("tma")  # noqa: E731
+    persistent = lambda p: p["variant"].endswith("persistent")  # noqa: E731
+    moves = [
+        Move("one program per tile",
+             "Launch one program per C tile, pointer loads pipelined through shared memory: the baseline.",
+             {"variant": "tiled"}),
+        Move("persistent programs",
+             "Launch one program per SM that walks the tiles: no tail wave (4096^2 / (128 x 256) = 512 tiles is "
+             "3.9 waves on 132 SMs), and the next tile's loads overlap this tile's stores.",
+             {"variant": "persistent"}),
+        Move("TMA loads",
+             "Load A and B tiles with tensor descriptors: the TMA engine does the address math and bounds, "
+             "freeing registers and issue slots for wgmma.", {"variant": "tma"}),
+        Move("persistent TMA",
+             "Persistent programs with TMA loads: copies of the next tile's operands run ahead of the math.",
+             {"variant": "tma_persistent"}),
+        Move("warp-specialize the main loop",
+             "A producer warp issues the TMA copies while consumer warps run wgmma (Hopper warp specialization): "
+             "the math never waits on address generation.", {"warp_specialize": True}, when=tma),
+        Move("no warp specialization", "All warps both load and compute.", {"warp_specialize": False}, when=tma),
+        Move("split the epilogue store",
+             "Store C as two half-width tiles: the staging buffer in shared memory halves (64 KB -> 32 KB at "
+             "128 x 256 bf16), room for one more pipeline stage.", {"epilogue_subtile": True}, when=tma),
+        Move("one epilogue store", "Store the whole C tile at once.", {"epilogue_subtile": False}, when=tma),
+        Move("flatten the persistent loops",
+             "Flatten the tile and K loops into one so the pipeliner prefetches across tile boundaries.",
+             {"flatten": True}, when=persistent),
+        Move("nested persistent loops", "Keep the tile loop and the K loop separate.", {"flatten": False},
+             when=persistent),
+    ]
+    for bm, bn, bk, w in [(128, 256, 64, 8), (256, 128, 64, 8), (128, 128, 64, 4), (128, 128, 64, 8),
+                          (128, 128, 128, 8), (64, 256, 64, 4), (128, 64, 64, 4), (64, 128, 64, 4),
+                          (256, 256, 64, 8), (64, 64, 64, 4)]:
+        reuse = 2 * bm * bn / (bm + bn)
+        moves.append(Move(f"tile {bm}x{bn}x{bk}, {w} warps",
+                          f"C tiles of {bm} x {bn} with K steps of {bk} on {w} warps: {reuse:.0f} flops per loaded "
+                          f"element; {(bm * bk + bk * bn) * 2 // 1024} KB of bf16 operands per pipeline stage.",
+                          {"BM": bm, "BN": bn, "BK": bk, "num_warps": w}))
+    for s in PARAMS["num_stages"]:
+        moves.append(Move(f"{s} pipeline stages",
+                          f"Keep {s} K-steps of A and B in flight in shared memory: deeper hides more DRAM latency "
+                          f"but costs shared memory (227 KB per SM on H200).", {"num_stages": s}))
+    for g in PARAMS["GROUP_M"]:
+        moves.append(Move(f"group {g} tiles down",
+                          f"Order tiles in groups of {g} down before moving right, so concurrently running "
+                          f"programs share operands in L2 ({'row-major order' if g == 1 else 'swizzled'}).",
+                          {"GROUP_M": g}))
+    for n in PARAMS["programs_per_sm"]:
+        moves.append(Move(f"{n} persistent programs per SM",
+                          f"{n} resident programs per SM: two overlap one's epilogue with the other's main loop "
+                          f"when tiles are small enough to fit twice.", {"programs_per_sm": n}, when=persistent))
+    return moves
+
+
+SPACE = SearchSpace(params=PARAMS, default=DEFAULT, template=_template, moves=_moves(),
+                    tuning=["num_stages", "GROUP_M", "BK", "num_warps"])

@@ -1,0 +1,48 @@
+"""Matmul: shape cases, tolerances, and the FLOP and byte counts of the roofline.
+
+The interpreter computes bf16 tl.dot wrongly, so the `cpu` cases are fp32 and fp16; bf16 is checked on the GPU.
+The `aligned` cases have 16-byte aligned row strides, so TMA variants take their TMA path on them.
+"""
+from __future__ import annotations
+
+import torch
+
+from kernelsearch.evaluators.problem import DTYPES, Case
+
+CASES = [
+    # small and odd sizes for correctness; the `cpu` ones are run by the interpreter on CPU machines
+    Case("one", {"m": 1, "n": 1, "k": 1}, "float32", cpu=True),
+    Case("odd", {"m": 33, "n": 65, "k": 17}, "float32", cpu=True),
+    Case("skinny", {"m": 5, "n": 300, "k": 64}, "float32", cpu=True),
+    Case("odd-fp16", {"m": 100, "n": 37, "k": 129}, "float16", cpu=True),
+    Case("aligned-fp32", {"m": 64, "n": 48, "k": 40}, "float32", cpu=True),
+    Case("aligned-fp16", {"m": 130, "n": 264, "k": 72}, "float16", cpu=True),
+    Case("odd-bf16", {"m": 1000, "n": 3000, "k": 777}, "bfloat16"),
+    Case("fp32", {"m": 1024, "n": 1024, "k": 1024}, "float32"),
+    Case("8192", {"m": 8192, "n": 8192, "k": 8192}, "bfloat16"),
+    Case("timed", {"m": 4096, "n": 4096, "k": 4096}, "bfloat16", timed=True),
+]
+
+# products of bf16/fp16 values are exact in fp32; the error is the fp32 accumulation and the final rounding
+TOLERANCES = {"float32": (1e-4, 1e-4), "float16": (1e-3, 2e-3), "bfloat16": (1e-2, 1.6e-2)}
+
+
+def make_inputs(case: Case, gen: torch.Generator) -> list[torch.Tensor]:
+    p = case.params
+    dtype = DTYPES[case.dtype]
+    return [torch.randn(p["m"], p["k"], generator=gen).to(dtype), torch.randn(p["k"], p["n"], generator=gen).to(dtype)]
+
+
+def init_inputs(case: Case) -> list:
+    return []
+
+
+def flops(case: Case) -> float:
+    p = case.params
+    return 2.0 * p["m"] * p["n"] * p["k"]
+
+
+def bytes_moved(case: Case) -> float:
+    # the fewest bytes: read A and B once, write C once
+    p = case.params
+    return (p["m"] * p["k"] + p["k"] * p["n"] + p["m"] * p["n"]) * DTYPES[case.dtype].itemsize

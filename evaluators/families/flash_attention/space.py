@@ -1,0 +1,233 @@
+"""Flash-attention forward search space, shared by flash_attention (full) and flash_attention_causal.
+
+The work is 4 * B * H * S^2 * D flops (half that when causal): at the timed bf16 (4, 32, 4096, 128), 1.1e12
+flops, 1.6 ms at 690 TFLOP/s (0.8 ms causal). Memory is one read of q, k, v and one write of o (537 MB,
+0.13 ms), as long as the S x S scores never leave the chip: each program holds BLOCK_M queries and
+streams K and V blocks through shared memory with an online softmax (running max m, running sum l, the
+accumulator rescaled by exp2(m_old - m_new) when the max grows). K and V are re-read once per query block,
+S / BLOCK_M times, mostly from L2.
+- `split_diagonal` (causal): key blocks wholly below the diagonal run a loop without the causal mask; only the
+  blocks on the diagonal pay for the compare and select; blocks above it are skipped either way.
+- `tma`: q, k, v and o move through 3-D tensor descriptors (batch * head, seq, dim): the TMA engine computes
+  addresses and zero-fills past the sequence end. Needs 16-byte aligned rows (head_dim * size % 16 == 0);
+  other shapes use the pointer path.
+Scores are scaled into the log2 domain once (scale * log2 e) so every exponential is one exp2.
+fp32 inputs use input_precision="ieee" for both products (no TF32).
+"""
+from __future__ import annotations
+
+from string import Template
+
+from kernelsearch.evaluators.space import Move, SearchSpace
+
+_PROLOGUE = '''import math
+
+import torch
+import triton
+import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _attn_inner(acc, l_i, m_i, q, k_src, v_src, s_kn, s_vn, bh, offs_m, offs_d, lo, hi, seq, qk_scale,
+                CAUSAL_MASK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, HEAD_DIM: tl.constexpr,
+                USE_TMA: tl.constexpr, PRECISION: tl.constexpr):
+    # One sweep over key blocks [lo, hi): scores, online softmax, and the P @ V accumulation, all on chip.
+    offs_n0 = tl.arange(0, BLOCK_N)
+    for start_n in tl.range(lo, hi, BLOCK_N):
+        offs_n = start_n + offs_n0
+        if USE_TMA:
+            k = k_src.load([bh, start_n, 0]).reshape(BLOCK_N, BLOCK_D)
+        else:
+            kv_mask = (offs_n[:, None] < seq) & (offs_d[None, :] < HEAD_DIM)
+            k = tl.load(k_src + offs_n[:, None].to(tl.int64) * s_kn + offs_d[None, :], mask=kv_mask, other=0.0)
+        qk = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale
+        # keys past the end of the sequence never count; under the causal mask a query sees keys <= itself
+        keep = offs_n[None, :] < seq
+        if CAUSAL_MASK:
+            keep = keep & (offs_m[:, None] >= offs_n[None, :])
+        qk = tl.where(keep, qk, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, axis=1))
+        p = tl.math.exp2(qk - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        if USE_TMA:
+            v = v_src.load([bh, start_n, 0]).reshape(BLOCK_N, BLOCK_D)
+        else:
+            v = tl.load(v_src + offs_n[:, None].to(tl.int64) * s_vn + offs_d[None, :], mask=kv_mask, other=0.0)
+        acc = acc * alpha[:, None]
+        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=PRECISION)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _attn_fwd_kernel(q_src, k_src, v_src, o_src, seq, qk_scale,
+                     s_qb, s_qn, s_kb, s_kn, s_vb, s_vn, s_ob, s_on,
+                     CAUSAL: tl.constexpr, SPLIT_DIAGONAL: tl.constexpr, USE_TMA: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, HEAD_DIM: tl.constexpr,
+                     PRECISION: tl.constexpr):
+    # One program per (BLOCK_M queries, batch * head). q stays in registers; K and V blocks stream through.
+    start_m = tl.program_id(0) * BLOCK_M
+    bh = tl.program_id(1)
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    if USE_TMA:
+        q = q_src.load([bh, start_m, 0]).reshape(BLOCK_M, BLOCK_D)
+        k_base = k_src
+        v_base = v_src
+    else:
+        q_mask = (offs_m[:, None] < seq) & (offs_d[None, :] < HEAD_DIM)
+        q = tl.load(q_src + bh.to(tl.int64) * s_qb + offs_m[:, None].to(tl.int64) * s_qn + offs_d[None, :],
+                    mask=q_mask, other=0.0)
+        k_base = k_src + bh.to(tl.int64) * s_kb
+        v_base = v_src + bh.to(tl.int64) * s_vb
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    if CAUSAL:
+        hi = tl.minimum(start_m + BLOCK_M, seq)  # blocks above the diagonal are skipped
+        if SPLIT_DIAGONAL:
+            # below the diagonal: every key <= every query of the block, no causal mask needed
+            acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, s_kn, s_vn, bh, offs_m, offs_d,
+                                        0, start_m, seq, qk_scale, False, BLOCK_N, BLOCK_D, HEAD_DIM,
+                                        USE_TMA, PRECISION)
+            acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, s_kn, s_vn, bh, offs_m, offs_d,
+                                        start_m, hi, seq, qk_scale, True, BLOCK_N, BLOCK_D, HEAD_DIM,
+                                        USE_TMA, PRECISION)
+        else:
+            acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, s_kn, s_vn, bh, offs_m, offs_d,
+                                        0, hi, seq, qk_scale, True, BLOCK_N, BLOCK_D, HEAD_DIM,
+                                        USE_TMA, PRECISION)
+    else:
+        acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, s_kn, s_vn, bh, offs_m, offs_d,
+                                    0, seq, seq, qk_scale, False, BLOCK_N, BLOCK_D, HEAD_DIM, USE_TMA, PRECISION)
+    o = acc / l_i[:, None]
+    if USE_TMA:
+        o_src.store([bh, start_m, 0], o.to(o_src.dtype).reshape(1, BLOCK_M, BLOCK_D))
+    else:
+        o_ptrs = o_src + bh.to(tl.int64) * s_ob + offs_m[:, None].to(tl.int64) * s_on + offs_d[None, :]
+        tl.store(o_ptrs, o.to(o_src.dtype.element_ty), mask=(offs_m[:, None] < seq) & (offs_d[None, :] < HEAD_DIM))
+'''
+
+_EPILOGUE = '''
+
+def _tma_ok(*tensors):
+    # TMA needs 16-byte aligned base addresses and row strides
+    return all(t.data_ptr() % 16 == 0 and (t.stride(1) * t.element_size()) % 16 == 0 and
+               (t.stride(0) * t.element_size()) % 16 == 0 for t in tensors)
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d)) v over (batch, heads, seq, head_dim) tensors, optionally causal."""
+    if q.dtype not in (torch.float32, torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise TypeError(f"attention kernel: unsupported dtypes {q.dtype}, {k.dtype}, {v.dtype}")
+    if q.dim() != 4 or q.shape != k.shape or q.shape != v.shape:
+        raise ValueError(f"attention kernel: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}; "
+                         f"expected equal (batch, heads, seq, head_dim)")
+    batch, heads, seq, dim = q.shape
+    if dim > 256:
+        raise ValueError(f"attention kernel: head_dim {dim} > 256")
+    o = torch.empty_like(q, memory_format=torch.contiguous_format)
+    if q.numel() == 0:
+        return o
+    q3, k3, v3, o3 = (t.reshape(batch * heads, seq, dim) for t in (q, k, v, o))
+    q3, k3, v3 = (t if t.stride(2) == 1 else t.contiguous() for t in (q3, k3, v3))
+    block_m, block_n = $BLOCK_M, $BLOCK_N
+    block_d = max(triton.next_power_of_2(dim), 16)
+    qk_scale = LOG2E / math.sqrt(dim)
+    precision = "ieee" if q.dtype == torch.float32 else "tf32"
+    use_tma = $TMA and block_d == dim and _tma_ok(q3, k3, v3, o3)
+    if use_tma:
+        srcs = [TensorDescriptor.from_tensor(t, [1, block_m, block_d]) for t in (q3, o3)]
+        q_src, o_src = srcs
+        k_src, v_src = (TensorDescriptor.from_tensor(t, [1, block_n, block_d]) for t in (k3, v3))
+    else:
+        q_src, k_src, v_src, o_src = q3, k3, v3, o3
+    grid = (triton.cdiv(seq, block_m), batch * heads)
+    _attn_fwd_kernel[grid](q_src, k_src, v_src, o_src, seq, qk_scale,
+                           q3.stride(0), q3.stride(1), k3.stride(0), k3.stride(1), v3.stride(0), v3.stride(1),
+                           o3.stride(0), o3.stride(1),
+                           CAUSAL=causal, SPLIT_DIAGONAL=$SPLIT_DIAGONAL, USE_TMA=use_tma,
+                           BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, HEAD_DIM=dim,
+                           PRECISION=precision, num_warps=$num_warps, num_stages=$num_stages)
+    return o
+
+
+class ModelNew(torch.nn.Module):
+    def __init__(self, causal: bool = $CAUSAL_DEFAULT):
+        super().__init__()
+        self.causal = causal
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return attention(q, k, v, self.causal)
+'''
+
+
+def make_template(causal_default: bool):
+    def template(p: dict) -> str:
+        fill = {
+            "BLOCK_M": p["BLOCK_M"], "BLOCK_N": p["BLOCK_N"], "num_warps": p["num_warps"],
+            "num_stages": p["num_stages"], "SPLIT_DIAGONAL": p["split_diagonal"], "TMA": p["tma"],
+            "CAUSAL_DEFAULT": causal_default,
+        }
+        return Template(_PROLOGUE + _EPILOGUE).substitute(fill)
+
+    return template
+
+
+PARAMS = {
+    "BLOCK_M": [64, 128],
+    "BLOCK_N": [32, 64, 128],
+    "num_warps": [4, 8],
+    "num_stages": [1, 2, 3, 4],
+    "split_diagonal": [False, True],
+    "tma": [False, True],
+}
+
+DEFAULT = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "split_diagonal": True, "tma": False}
+
+
+def make_moves(causal: bool) -> list[Move]:
+    moves = [
+        Move("TMA descriptors for q, k, v, o",
+             "Move tiles with 3-D tensor descriptors: the copy engine computes addresses and zero-fills past "
+             "the sequence end, freeing registers and issue slots for the two wgmma products.", {"tma": True}),
+        Move("pointer loads", "Load tiles with masked pointer loads (cp.async pipelined).", {"tma": False}),
+    ]
+    if causal:
+        moves += [
+            Move("split the diagonal blocks off",
+                 "Run the key blocks wholly below the diagonal in a loop with no causal mask and only the "
+                 "diagonal blocks with it: the compare-and-select leaves all but 1 / (S / BLOCK_M) of the "
+                 "blocks.", {"split_diagonal": True}),
+            Move("one masked loop",
+                 "One loop over all key blocks up to the diagonal, masking each: simpler, more ALU work.",
+                 {"split_diagonal": False}),
+        ]
+    for bm, bn, w in [(128, 64, 8), (128, 128, 8), (128, 32, 4), (64, 64, 4), (64, 32, 4), (128, 64, 4),
+                      (64, 128, 4)]:
+        moves.append(Move(f"{bm} queries x {bn} keys per step, {w} warps",
+                          f"BLOCK_M={bm} queries per program (K and V re-read S / {bm} times, from L2), "
+                          f"BLOCK_N={bn} keys per step ({bm}x{bn} fp32 scores in registers), {w} warps.",
+                          {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w}))
+    for s in PARAMS["num_stages"]:
+        moves.append(Move(f"{s} pipeline stages",
+                          f"Keep {s} key/value blocks in flight in shared memory ({s} x 2 x BLOCK_N x 128 x 2 "
+                          f"bytes at head_dim 128): hides load latency behind the two products.",
+                          {"num_stages": s}))
+    return moves
+
+
+def make_space(causal: bool) -> SearchSpace:
+    params = dict(PARAMS)
+    default = dict(DEFAULT)
+    if not causal:  # the split only exists under a causal mask
+        params["split_diagonal"] = [True]
+    return SearchSpace(params=params, default=default, template=make_template(causal), moves=make_moves(causal),
+                       tuning=["num_stages", "num_warps", "BLOCK_N"])
+
+
+SPACE = make_space(causal=False)

@@ -1,0 +1,58 @@
+"""WRONG: the online softmax forgets to rescale the accumulator when the running max grows.
+
+l (the running sum) is rescaled by exp2(m_old - m_new) but acc is not, so every key block before the one that
+raised the max is over-weighted. Right when the sequence fits in one key block (seq <= 32 here)."""
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _attn_kernel(q_ptr, k_ptr, v_ptr, o_ptr, seq, qk_scale, CAUSAL: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, HEAD_DIM: tl.constexpr):
+    start_m = tl.program_id(0) * BLOCK_M
+    base = tl.program_id(1).to(tl.int64) * seq * HEAD_DIM
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    q = tl.load(q_ptr + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :],
+                mask=(offs_m[:, None] < seq) & (offs_d[None, :] < HEAD_DIM), other=0.0)
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    hi = tl.minimum(start_m + BLOCK_M, seq) if CAUSAL else seq
+    for start_n in range(0, hi, BLOCK_N):
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        kv_mask = (offs_n[:, None] < seq) & (offs_d[None, :] < HEAD_DIM)
+        k = tl.load(k_ptr + base + offs_n[:, None] * HEAD_DIM + offs_d[None, :], mask=kv_mask, other=0.0)
+        v = tl.load(v_ptr + base + offs_n[:, None] * HEAD_DIM + offs_d[None, :], mask=kv_mask, other=0.0)
+        qk = tl.dot(q, tl.trans(k), input_precision="ieee") * qk_scale
+        keep = offs_n[None, :] < seq
+        if CAUSAL:
+            keep = keep & (offs_m[:, None] >= offs_n[None, :])
+        qk = tl.where(keep, qk, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, axis=1))
+        p = tl.math.exp2(qk - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        acc = acc + tl.dot(p.to(v.dtype), v, input_precision="ieee")  # the bug: acc * alpha missing
+        m_i = m_new
+    o = acc / l_i[:, None]
+    tl.store(o_ptr + base + offs_m[:, None] * HEAD_DIM + offs_d[None, :], o.to(o_ptr.dtype.element_ty),
+             mask=(offs_m[:, None] < seq) & (offs_d[None, :] < HEAD_DIM))
+
+
+class ModelNew(torch.nn.Module):
+    def __init__(self, causal: bool = False):
+        super().__init__()
+        self.causal = causal
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+        b, h, s, d = q.shape
+        o = torch.empty_like(q)
+        grid = (triton.cdiv(s, 32), b * h)
+        _attn_kernel[grid](q, k, v, o, s, 1.4426950408889634 / math.sqrt(d), CAUSAL=self.causal,
+                           BLOCK_M=32, BLOCK_N=32, BLOCK_D=max(triton.next_power_of_2(d), 16), HEAD_DIM=d)
+        return o

@@ -1,0 +1,274 @@
+"""Anti-cheat checks against the known ways a candidate wins without doing the work (issue 5).
+
+Static (before the candidate is loaded): `scan_source` rejects torch ops that compute the operation outside the
+candidate's kernels (check 1) and try/except handlers that fall back to torch (check 2), and notes low-precision
+casts (check 10, reported with a tolerance failure).
+Run time (in the worker, see harness.Evaluator): `LaunchCounter` proves the candidate's own Triton kernels ran
+during each forward (checks 1, 2); `Guard` captures the identity of the timer, synchronize and comparison
+functions before the candidate is loaded and verifies them after load and after every call (check 7);
+`thread_check` (check 6), `alias_check` (check 9). `check_problem_variance` flags degenerate problems (check 12).
+Every reason starts with the name of its check, so a stored result says which check caught the candidate.
+"""
+from __future__ import annotations
+
+import ast
+import threading
+import time
+
+import torch
+
+from kernelsearch.evaluators.status import CandidateFailure, Status
+
+# torch calls that compute (attribute names; called as torch.X, F.X, torch.nn.functional.X or tensor.X)
+DENY = frozenset("""
+softmax log_softmax softmin matmul mm bmm addmm addbmm baddbmm addmv mv dot vdot inner outer einsum tensordot
+linear bilinear conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d layer_norm rms_norm
+group_norm batch_norm instance_norm normalize sum nansum mean nanmean prod cumsum cumprod logsumexp exp exp2
+expm1 log log2 log1p sqrt rsqrt pow amax amin max min var std var_mean std_mean norm cross_entropy nll_loss
+mse_loss scaled_dot_product_attention multi_head_attention_forward relu relu_ gelu silu sigmoid tanh
+leaky_relu elu selu softplus mish hardswish hardsigmoid glu embedding topk sort argmax argmin kthvalue median
+chain_matmul linalg
+""".split())
+# modules of torch compute whose every call is compute (torch.nn.functional.*, torch.linalg.*, torch.special.*)
+DENY_MODULES = ("torch.nn.functional", "F", "torch.linalg", "torch.special", "torch.fft", "nn.functional")
+# receivers that are not tensors: their calls of these names are plain Python / Triton
+SAFE_RECEIVERS = ("math", "tl", "triton", "np", "numpy", "builtins", "statistics", "os", "sys", "libdevice")
+
+LOW_PRECISION = ("float16", "half", "bfloat16", "float8", "tf32", "allow_tf32")
+
+
+def _is_kernel(fn: ast.AST) -> bool:
+    for dec in getattr(fn, "decorator_list", []):
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        name = ast.unparse(target)
+        if name.endswith(("jit", "autotune", "heuristics")):
+            return True
+    return False
+
+
+def _host_nodes(tree: ast.AST):
+    """Every node outside @triton.jit (and autotune/heuristics) functions: the host code of the candidate."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _is_kernel(node):
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _compute_call(node: ast.AST) -> str | None:
+    """The name of the torch compute op `node` applies, or None."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+        return "@ (matmul operator)"
+    if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.MatMult):
+        return "@= (matmul operator)"
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return None
+    receiver = ast.unparse(node.func.value)
+    attr = node.func.attr
+    if receiver.split(".")[0] in SAFE_RECEIVERS:
+        return None
+    if receiver in DENY_MODULES or receiver.startswith(("torch.linalg", "torch.special", "torch.nn.functional")):
+        return f"{receiver}.{attr}"
+    if attr in DENY:
+        return f"{receiver}.{attr}"
+    return None
+
+
+def scan_source(source: str, language: str | None = "triton") -> dict:
+    """Static anti-cheat scan of the host code. Raises CandidateFailure(rejected); returns notes for the detail."""
+    tree = ast.parse(source)
+    notes: dict = {}
+    if language == "triton":
+        for node in _host_nodes(tree):
+            if isinstance(node, ast.Try):
+                for handler in node.handlers:
+                    for sub in ast.walk(handler):
+                        op = _compute_call(sub)
+                        called = ast.unparse(sub.func) if isinstance(sub, ast.Call) else ""
+                        if op or called in ("Model", "super().forward") or called.endswith("Model"):
+                            raise CandidateFailure(
+                                Status.rejected, f"fallback check: an except handler (line {handler.lineno}) "
+                                f"computes with torch or the reference ({op or called}) instead of the kernel",
+                                stage="static")
+        for node in _host_nodes(tree):
+            op = _compute_call(node)
+            if op:
+                raise CandidateFailure(
+                    Status.rejected, f"torch-compute check: line {node.lineno} computes with a torch op ({op}) "
+                    "outside the candidate's own kernels; host code may only allocate and reshape",
+                    stage="static")
+    casts = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in ("half", "bfloat16"):
+                casts.add(ast.unparse(node)[:60])
+            elif node.func.attr in ("to", "cast", "astype") and any(
+                    w in ast.unparse(a) for a in node.args for w in LOW_PRECISION):
+                casts.add(ast.unparse(node)[:60])
+    if casts:
+        notes["low_precision_casts"] = sorted(casts)
+    return notes
+
+
+class LaunchCounter:
+    """Counts launches of Triton kernels defined in the candidate module (wraps JITFunction.run and the
+    interpreter's InterpretedFunction.run). Installed before the candidate is loaded."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.wrapped: dict[type, object] = {}
+
+    def install(self) -> None:
+        classes = []
+        try:
+            from triton.runtime.jit import JITFunction
+            classes.append(JITFunction)
+        except ImportError:
+            pass
+        try:
+            from triton.runtime.interpreter import InterpretedFunction
+            classes.append(InterpretedFunction)
+        except ImportError:
+            pass
+        counts = self.counts
+        for cls in classes:
+            if cls in self.wrapped or "run" not in cls.__dict__:
+                continue
+            original = cls.__dict__["run"]
+
+            def run(self, *args, _original=original, **kwargs):
+                if not kwargs.get("warmup", False):
+                    mod = getattr(getattr(self, "fn", None), "__module__", None) or "?"
+                    counts[mod] = counts.get(mod, 0) + 1
+                return _original(self, *args, **kwargs)
+
+            run.__ks_launch_counter__ = True
+            cls.run = run
+            self.wrapped[cls] = run
+
+    def launches(self, module_name: str) -> int:
+        return self.counts.get(module_name, 0)
+
+
+def _targets() -> dict:
+    """Name -> (owner, attribute) of everything a candidate must not replace."""
+    import gc
+
+    import kernelsearch.evaluators.correctness as correctness
+    import kernelsearch.evaluators.harness as harness
+    import kernelsearch.evaluators.timing as timing
+
+    t = {
+        "time.perf_counter": (time, "perf_counter"), "time.perf_counter_ns": (time, "perf_counter_ns"),
+        "time.time": (time, "time"), "time.monotonic": (time, "monotonic"),
+        "torch.cuda.synchronize": (torch.cuda, "synchronize"), "torch.cuda.Event": (torch.cuda, "Event"),
+        "torch.cuda.current_stream": (torch.cuda, "current_stream"),
+        "torch.allclose": (torch, "allclose"), "torch.isclose": (torch, "isclose"), "torch.equal": (torch, "equal"),
+        "torch.testing.assert_close": (torch.testing, "assert_close"),
+        "torch.Tensor.__eq__": (torch.Tensor, "__eq__"), "torch.Tensor.clone": (torch.Tensor, "clone"),
+        "torch.Tensor.to": (torch.Tensor, "to"), "torch.Tensor.fill_": (torch.Tensor, "fill_"),
+        "torch.Tensor.equal": (torch.Tensor, "equal"),
+        "threading.active_count": (threading, "active_count"), "gc.collect": (gc, "collect"),
+        "correctness.compare": (correctness, "compare"), "correctness.flatten": (correctness, "flatten"),
+        "correctness._compare_values": (correctness, "_compare_values"),
+        "harness.compare": (harness, "compare"), "harness._same": (harness, "_same"),
+        "harness.time_interleaved": (harness, "time_interleaved"), "harness.Evaluator": (harness, "Evaluator"),
+        "harness.CandidateFailure": (harness, "CandidateFailure"),
+        "timing.time_interleaved": (timing, "time_interleaved"),
+    }
+    for name in dir(timing):
+        obj = getattr(timing, name)
+        if callable(obj) and getattr(obj, "__module__", None) == timing.__name__:
+            t[f"timing.{name}"] = (timing, name)
+    for name in dir(Guard):
+        if not name.startswith("__"):
+            t[f"anticheat.Guard.{name}"] = (Guard, name)
+    try:
+        from triton.runtime.jit import JITFunction
+        t["triton.JITFunction.run"] = (JITFunction, "run")
+    except ImportError:
+        pass
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+        t["triton.InterpretedFunction.run"] = (InterpretedFunction, "run")
+    except ImportError:
+        pass
+    return t
+
+
+class Guard:
+    """Identity check: what the timer and the comparison rely on is captured before the candidate loads and
+    must be the very same objects after it loads and after every call."""
+
+    def __init__(self) -> None:
+        self.targets = _targets()
+        self.ids = {k: _identity(owner, attr) for k, (owner, attr) in self.targets.items()}
+
+    def verify(self, when: str, stage: str) -> None:
+        changed = [k for k, (owner, attr) in self.targets.items() if _identity(owner, attr) != self.ids[k]]
+        if changed:
+            raise CandidateFailure(Status.rejected, f"identity check: the candidate replaced {', '.join(changed)} "
+                                   f"({when})", stage=stage)
+
+
+def _identity(owner, attr):
+    obj = owner.__dict__.get(attr, getattr(owner, attr, None)) if hasattr(owner, "__dict__") else getattr(owner, attr)
+    return id(obj), obj
+
+
+def thread_check(before: int, when: str, stage: str) -> None:
+    """Check 6: no thread the candidate started may outlive its call (work the timer would not wait for)."""
+    after = threading.active_count()
+    if after > before:
+        names = [t.name for t in threading.enumerate()][-(after - before):]
+        raise CandidateFailure(Status.rejected, f"thread check: {after - before} thread(s) still running after "
+                               f"{when} returned ({', '.join(names)}); all work must finish inside the call",
+                               stage=stage)
+
+
+def alias_check(out, inputs: list, when: str, stage: str) -> None:
+    """Check 9: an output must not share storage with an input (a view of the input, or the input itself)."""
+    from kernelsearch.evaluators.correctness import flatten
+
+    ptrs = {}
+    for i, t in enumerate(inputs):
+        if isinstance(t, torch.Tensor) and t.numel():
+            ptrs[t.untyped_storage().data_ptr()] = i
+    for j, o in enumerate(flatten(out)):
+        if isinstance(o, torch.Tensor) and o.numel():
+            try:
+                p = o.untyped_storage().data_ptr()
+            except Exception:  # noqa: BLE001 - a lazy tensor without storage is refused by compare()
+                continue
+            if p in ptrs:
+                raise CandidateFailure(Status.rejected, f"aliasing check: output {j} of {when} shares storage with "
+                                       f"input {ptrs[p]} (a view of the input, not a result of its own)",
+                                       stage=stage)
+
+
+def check_problem_variance(problem, n_inputs: int = 4, rel_eps: float = 1e-6) -> tuple[bool, str]:
+    """Check 12: (degenerate, message). A problem whose reference output barely changes across inputs lets zeros
+    or a constant pass; flag it before searching it."""
+    from kernelsearch.evaluators.correctness import flatten
+
+    case = problem.cases_for("cpu")[0]
+    outs = []
+    for seed in range(n_inputs):
+        torch.manual_seed(1000 + seed)
+        model = problem.module.Model(*problem.build_init_inputs(case))
+        inputs = problem.build_inputs(case, 1000 + seed, "cpu")
+        with torch.no_grad():
+            out = model(*inputs)
+        flat = [t.detach().double().flatten() for t in flatten(out) if isinstance(t, torch.Tensor)]
+        outs.append(torch.cat(flat) if flat else torch.zeros(0, dtype=torch.float64))
+    stack = torch.stack(outs)
+    if stack.numel() == 0:
+        return True, f"problem {problem.name}: the reference returns no tensor"
+    spread = stack.std(dim=0).max().item() if len(outs) > 1 else 0.0
+    scale = max(stack.abs().max().item(), 1e-30)
+    if not (spread > rel_eps * scale):
+        return True, (f"variance check: problem {problem.name}'s reference output is (near) constant across "
+                      f"{n_inputs} inputs (max std {spread:.3g}, scale {scale:.3g}): zeros or a constant would pass")
+    return False, f"problem {problem.name}: output varies across inputs (max std {spread:.3g})"

@@ -8,12 +8,14 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
+import threading
 import traceback
 from dataclasses import dataclass
 from typing import Callable, ContextManager
 
 import torch
 
+from kernelsearch.evaluators import anticheat
 from kernelsearch.evaluators.correctness import compare, flatten
 from kernelsearch.evaluators.problem import DTYPES, Case, Problem, load_source_module
 from kernelsearch.evaluators.static import check_source
@@ -74,6 +76,9 @@ class Evaluator:
         self.device = "cuda" if settings.mode == "cuda" else "cpu"
         self.detail: dict = {"cases": []}
         self.module = None
+        self.module_name = ""
+        self.launches = anticheat.LaunchCounter()
+        self.guard: anticheat.Guard | None = None
 
     # -- models ---------------------------------------------------------------------------------------------
     def _models(self, case: Case, seed: int):
@@ -107,11 +112,12 @@ class Evaluator:
             del junk
 
     def _call(self, model, inputs: list, what: str):
+        threads = threading.active_count()
+        launched = self.launches.launches(self.module_name)
         try:
             out = model(*inputs)
             if self.device == "cuda":
                 torch.cuda.synchronize()
-            return out
         except CandidateFailure:
             raise
         except Exception as err:  # noqa: BLE001
@@ -119,19 +125,34 @@ class Evaluator:
             status = Status.compile_error if "Compil" in name or "compil" in str(err)[:200] else Status.crash
             raise CandidateFailure(status, f"{what} raised {name}: {str(err).strip().splitlines()[0][:300] if str(err).strip() else ''}",
                                    traceback.format_exc(limit=-6), stage="correctness") from None
+        anticheat.thread_check(threads, what, "correctness")
+        if self.guard is not None:
+            self.guard.verify(f"during {what}", "correctness")
+        self._launch_check(launched, what)
+        return out
+
+    def _launch_check(self, before: int, what: str) -> None:
+        """Check 1/2 at run time: the candidate's own Triton kernels ran during this call."""
+        if self.detail.get("language") == "triton" and self.launches.launches(self.module_name) <= before:
+            raise CandidateFailure(Status.rejected, f"kernel-launch check: {what} launched none of the candidate's "
+                                   "own Triton kernels (the work was done some other way)", stage="correctness")
 
     # -- stages ---------------------------------------------------------------------------------------------
     def compile(self) -> None:
         self.detail["language"] = check_source(self.source)
+        self.detail.update(anticheat.scan_source(self.source, self.detail["language"]))
         _pin_precision()
+        self.launches.install()
+        self.guard = anticheat.Guard()
+        self.module_name = f"ks_candidate_{abs(hash(self.source)) % 10**8}"
         try:
-            self.module = load_source_module(self.source, f"ks_candidate_{abs(hash(self.source)) % 10**8}",
-                                             filename="candidate.py")
+            self.module = load_source_module(self.source, self.module_name, filename="candidate.py")
         except Exception as err:  # noqa: BLE001
             raise CandidateFailure(Status.compile_error, f"loading the candidate raised {type(err).__name__}: {err}",
                                    traceback.format_exc(limit=-4), stage="compile") from None
         if not hasattr(self.module, "ModelNew"):
             raise CandidateFailure(Status.compile_error, "the candidate defines no ModelNew", stage="compile")
+        self.guard.verify("after loading", "compile")
         if _precision_flags() != (False, False, "highest"):
             raise CandidateFailure(Status.rejected, "the candidate changed the TF32/matmul precision settings",
                                    stage="compile")
@@ -149,6 +170,7 @@ class Evaluator:
                                            if isinstance(t, torch.Tensor)) * 2)
                 # the candidate runs first, on clones, before any reference output exists
                 got = self._call(cand, cand_inputs, "ModelNew.forward")
+                anticheat.alias_check(got, cand_inputs, "ModelNew.forward", "correctness")
                 if _precision_flags() != (False, False, "highest"):
                     raise CandidateFailure(Status.rejected, "the candidate changed the TF32/matmul precision "
                                            "settings while running", stage="correctness")
@@ -164,9 +186,48 @@ class Evaluator:
                 self.detail["cases"].append({"case": case.describe(), "trial": trial, "ok": cmp.ok,
                                              "max_abs": cmp.max_abs, "max_rel": cmp.max_rel})
                 if not cmp.ok:
-                    raise CandidateFailure(Status.incorrect, f"case {case.describe()} trial {trial}: {cmp.reason}",
-                                           cmp.detail or None, stage="correctness")
+                    raise CandidateFailure(Status.incorrect, f"case {case.describe()} trial {trial}: {cmp.reason}"
+                                           f"{self._precision_note(case)}", cmp.detail or None, stage="correctness")
                 del got, want, want_hi
+        self._repeat_check(cases[-1])
+
+    def _precision_note(self, case: Case) -> str:
+        casts = self.detail.get("low_precision_casts")
+        if case.dtype == "float32" and casts:
+            return f" [precision check: fp32 problem, but the candidate casts to lower precision: {'; '.join(casts)}]"
+        return ""
+
+    def _repeat_check(self, case: Case) -> None:
+        """Check 3: two calls on different inputs of the same shape, both before the reference runs; both must be
+        right (a cache keyed on shape, data_ptr, version or a global returns the first answer twice)."""
+        seed = _seed(self.s.seed, case.name, "repeat")
+        ref, cand = self._models(case, seed)
+        sets = [self.problem.build_inputs(case, _seed(seed, i), self.device) for i in range(2)]
+        outs = []
+        launched = self.launches.launches(self.module_name)
+        for i, inputs in enumerate(sets):
+            outs.append(model_out := self._call_raw(cand, _clone(inputs), f"ModelNew.forward (repeat call {i})"))
+            del model_out
+        atol, rtol = self.problem.tolerance(case.dtype)
+        for i, inputs in enumerate(sets):
+            with torch.no_grad():
+                want = ref(*inputs)
+            cmp = compare(outs[i], want, want, atol, rtol)
+            if not cmp.ok:
+                raise CandidateFailure(Status.incorrect, f"cache check: call {i} of two on different inputs of shape "
+                                       f"{case.describe()} is wrong ({cmp.reason}): results are reused across "
+                                       "calls", cmp.detail or None, stage="correctness")
+        if self.launches.launches(self.module_name) < launched + 2:
+            raise CandidateFailure(Status.rejected, "kernel-launch check: a repeat call launched none of the "
+                                   "candidate's own Triton kernels", stage="correctness")
+
+    def _call_raw(self, model, inputs: list, what: str):
+        """_call without the launch check (the repeat check compares results first, then counts launches)."""
+        saved, self.detail["language"] = self.detail.get("language"), None
+        try:
+            return self._call(model, inputs, what)
+        finally:
+            self.detail["language"] = saved
 
     def timing(self, lease: Callable[[], ContextManager]) -> dict:
         case = self.problem.timed_case if self.s.mode == "cuda" else self.problem.cpu_timed_case()
@@ -197,6 +258,8 @@ class Evaluator:
             t = time_interleaved(fns, sets, device=self.device, iters=iters, after_call=after,
                                  warmup=2 if self.s.mode == "cuda" else 1,
                                  max_batches=4 if self.s.mode == "cuda" else 1)
+        if self.guard is not None:
+            self.guard.verify("during timing", "timing")
         # recheck what the timed calls returned, one output per input set
         atol, rtol = self.problem.tolerance(case.dtype)
         for i, inputs in enumerate(sets):

@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 
 from kernelsearch.agent.base import ChatRequest, Message, Provider
 from kernelsearch.agent.cost import call_cost
-from kernelsearch.agent.errors import ProviderError, ReplyError
+from kernelsearch.agent.errors import AuthError, ProviderError, ReplyError
 from kernelsearch.agent.parsing import extract_code, parse_ideas
 
 from kernelsearch.config import LLMConfig, Price
@@ -77,6 +77,9 @@ class _Role:
             reply = await self.provider.complete(req)
         except ProviderError as err:
             row.update(status="error", error=str(err), attempts=err.attempts, latency_s=time.monotonic() - t0)
+            if isinstance(err, AuthError):   # a bad key fails every call: record it and stop the run
+                self.record(row)
+                raise
             return None, row, str(err)
         row.update(model=reply.model, tokens_in=reply.tokens_in, tokens_out=reply.tokens_out,
                    cost_usd=call_cost(self.prices, reply.model, reply.tokens_in, reply.tokens_out),

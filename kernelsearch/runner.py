@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from sqlmodel import select
 
+from kernelsearch.agent.errors import AuthError
 from kernelsearch.config import Config, parse_config
 from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings, detect_mode
 from kernelsearch.search.controller import Controller
@@ -110,6 +111,8 @@ def _drive(cfg: Config, engine, run_id: int, pool: EvaluatorPool, console: Conso
     controller = Controller(cfg, engine, run_id, pool, events=Progress(console, engine, run_id))
     try:
         return asyncio.run(controller.run())
+    except AuthError as err:
+        raise RunError(f"{err} (the run is kept; fix the key, then `kernelsearch resume {name}`)") from None
     except KeyboardInterrupt:
         with session_scope(engine) as s:
             run = s.get(Run, run_id)

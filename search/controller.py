@@ -17,6 +17,7 @@ from sqlalchemy import func
 from sqlalchemy.engine import Engine
 from sqlmodel import select
 
+from kernelsearch.agent.errors import AuthError
 from kernelsearch.agent.providers import make_provider
 from kernelsearch.agent.roles import Coder, IdeaWriter, SeedView
 from kernelsearch.config import Config
@@ -300,6 +301,17 @@ class Controller:
                     s.add(idea)
 
     async def run(self) -> str:
+        try:
+            return await self._run()
+        except AuthError as err:
+            with session_scope(self.engine) as s:
+                run = s.get(Run, self.run_id)
+                run.status, run.stop_reason = "interrupted", "auth_error"
+                run.elapsed_s = self._elapsed()
+                s.add(run)
+            raise
+
+    async def _run(self) -> str:
         self._ensure_starter()
         await self._evaluate_queued()
         rnd = self._last_round()

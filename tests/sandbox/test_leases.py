@@ -1,0 +1,68 @@
+"""GPU leases with several (fake) devices: one timing at a time per device, devices in parallel, load spread.
+
+CPU mode runs the interpreter, but the pool hands out leases exactly as in CUDA mode; `pool.lease_log` records
+(gpu, start, end) of every timing. One batch of 6 starters on 3 devices (about 25 s on 2 cores) feeds all checks.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import pytest
+
+from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings
+
+GPUS = [0, 1, 2]
+N = 6
+
+
+@pytest.fixture(scope="module")
+def batch():
+    from kernelsearch.evaluators.families.softmax import STARTER
+
+    pool = EvaluatorPool(PoolSettings(mode="cpu", gpus=GPUS, concurrency=6, trials=1, timing_iters=5))
+
+    async def go():
+        return await asyncio.gather(*(pool.evaluate(STARTER, {"builtin": "softmax"}) for _ in range(N)))
+
+    results = asyncio.run(go())
+    return pool, results
+
+
+def test_every_candidate_was_timed_under_a_lease(batch):
+    pool, results = batch
+    assert [r["status"] for r in results] == ["ok"] * N, [(r["status"], r.get("reason")) for r in results]
+    assert len(pool.lease_log) == N
+    assert all(g in GPUS and end > start for g, start, end in pool.lease_log)
+    assert all(r["gpu_index"] is None for r in results)   # only CUDA mode names a device in the result
+
+
+def test_timings_on_one_device_never_overlap(batch):
+    pool, _ = batch
+    for gpu in GPUS:
+        spans = sorted((s, e) for g, s, e in pool.lease_log if g == gpu)
+        for (_, end), (start, _) in zip(spans, spans[1:]):
+            assert start >= end, f"two timings overlapped on device {gpu}: {spans}"
+
+
+def test_different_devices_time_at_the_same_time(batch):
+    pool, _ = batch
+    log = pool.lease_log
+    overlapping = [(a[0], b[0]) for i, a in enumerate(log) for b in log[i + 1:]
+                   if a[0] != b[0] and a[1] < b[2] and b[1] < a[2]]
+    assert overlapping, f"no two devices were ever timing at once: {log}"
+
+
+def test_candidates_are_spread_across_devices(batch):
+    pool, _ = batch
+    per_gpu = Counter(g for g, _, _ in pool.lease_log)
+    assert set(per_gpu) == set(GPUS), per_gpu
+    assert max(per_gpu.values()) - min(per_gpu.values()) <= 1, per_gpu
+
+
+def test_pick_gpu_prefers_the_least_loaded():
+    pool = EvaluatorPool(PoolSettings(mode="cpu", gpus=GPUS, concurrency=6))
+    pool._load.update({0: 2, 1: 0, 2: 1})
+    assert pool._pick_gpu() == 1
+    pool._load.update({0: 1, 1: 1, 2: 1})
+    assert pool._pick_gpu() == 0

@@ -63,7 +63,7 @@ def test_wrong_key_is_a_clear_error_and_not_retried(tmp_path):
         assert llm.count() == 1   # a 401 is not retried
     assert r.returncode == 2
     line, = r.stderr.strip().splitlines()
-    assert line.startswith("error: ") and "LOOP_API_KEY" not in line and "resume bad-key" in line
+    assert line.startswith("error: ") and "$LOOP_API_KEY" in line and "resume bad-key" in line   # names the variable
     assert "sk-wrong-key-123" not in line
     con = sqlite3.connect(tmp_path / "ks.db")
     (status, error, attempts), = con.execute("SELECT status, error, attempts FROM llmcall").fetchall()

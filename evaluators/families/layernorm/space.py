@@ -412,9 +412,12 @@ def make_moves() -> list[Move]:
     return moves
 
 
-def make_space(interface: str, default: dict | None = None) -> SearchSpace:
-    return SearchSpace(params=PARAMS, default=dict(default or DEFAULT), template=make_template(interface),
-                       moves=make_moves(),
+def make_space(interface: str, default: dict | None = None, variants: list[str] | None = None) -> SearchSpace:
+    """The space behind one ModelNew interface; `variants` drops the ones that cannot serve its shapes."""
+    params = {**PARAMS, "variant": list(variants or PARAMS["variant"])}
+    moves = [m for m in make_moves() if m.changes.get("variant", params["variant"][0]) in params["variant"]]
+    return SearchSpace(params=params, default=dict(default or DEFAULT), template=make_template(interface),
+                       moves=moves,
                        tuning=["num_warps", "num_stages", "BLOCK", "ROWS", "programs_per_sm", "SPLIT_CHUNK",
                                "APPLY_ROWS"])
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 import torch
+
 from kernelsearch.evaluators.problem import DTYPES, Case
 
 EPS = 1e-6

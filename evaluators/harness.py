@@ -175,8 +175,8 @@ class Evaluator:
                     raise CandidateFailure(Status.rejected, "the candidate changed the TF32/matmul precision "
                                            "settings while running", stage="correctness")
                 if not _same(cand_inputs, inputs):
-                    raise CandidateFailure(Status.rejected, f"input check: case {case.describe()}: the candidate modified its "
-                                           "inputs in place", stage="correctness")
+                    raise CandidateFailure(Status.rejected, f"input check: case {case.describe()}: the candidate "
+                                           "modified its inputs in place", stage="correctness")
                 with torch.no_grad():
                     want = ref(*inputs)
                     n_el = sum(t.numel() for t in inputs if isinstance(t, torch.Tensor))

@@ -1,0 +1,210 @@
+"""The evaluation harness on one GPU: throughput, repeatability, and agreement with triton's do_bench (issue 4).
+
+Prints, on one H200 (run through the device tool after `. bench/device_env.sh`):
+  1. evaluations per minute for a batch of softmax and rmsnorm candidates (rendered from each family's SPACE,
+     ~8 each) through EvaluatorPool(PoolSettings(mode="cuda", gpus=[0], concurrency=4)), all stages included;
+  2. the same kernel (each family's starter) timed in two evaluations: the spread between the two medians;
+  3. our median (result time_ms) against triton.testing.do_bench(fn, return_mode="median") for the same kernel
+     on the same (timed-case) inputs, measured in this process after the pool has finished;
+  4. a short table. Targets: >= 30 evaluations/min, repeat spread <= 1%, agreement within 2%.
+
+    python3 bench/bench_harness.py [--per-family 8] [--dry-run]
+
+`--dry-run` (no GPU needed): mode "cpu" (interpreter), 2 candidates, do_bench reported as not run. Every failure
+is printed with its status and reason; nothing is skipped silently. A watchdog ends the script at --deadline s.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import statistics
+import sys
+import threading
+import time
+import traceback
+
+FAMILIES = ("softmax", "rmsnorm")
+
+
+def _say(*a) -> None:
+    print(*a, flush=True)
+
+
+def _candidates(family: str, n: int, seed: int = 0) -> list[tuple[str, str]]:
+    """(label, source): the starter first, then distinct variants from the family's search space."""
+    import importlib
+
+    space = importlib.import_module(f"kernelsearch.evaluators.families.{family}").SPACE
+    rng = random.Random(seed)
+    params = [dict(space.default)]
+    tries = 0
+    while len(params) < n and tries < 200:
+        tries += 1
+        base = rng.choice(params)
+        for p in space.branches(base, 3, rng, fixed=set())[1:]:
+            try:
+                space.validate(p)
+            except Exception as err:  # noqa: BLE001
+                _say(f"  [{family}] variant {p} rejected by SPACE.validate: {err}")
+                continue
+            if p not in params and len(params) < n:
+                params.append(p)
+    out = []
+    for i, p in enumerate(params):
+        diff = {k: v for k, v in p.items() if space.default.get(k) != v}
+        out.append((f"{family}#{i} {diff or 'starter'}", space.render(p)))
+    return out
+
+
+def _time_of(r: dict):
+    t = r.get("time_ms")
+    if t is None:
+        t = (r.get("timing") or {}).get("time_ms")
+    return t
+
+
+def _brief(r: dict) -> str:
+    t = _time_of(r)
+    s = f"{r.get('status')}"
+    if t is not None:
+        s += f" {t * 1000:.1f} us"
+    if r.get("speedup"):
+        s += f" x{r['speedup']:.2f}"
+    if r.get("status") != "ok":
+        s += f" [{r.get('stage')}] {str(r.get('reason') or r.get('error_text') or '')[:300]}"
+    return s + f" (wall {r.get('wall_s', 0):.1f} s)"
+
+
+async def _batch(pool, items: list[tuple[str, str, str]]) -> list[dict]:
+    async def one(label, family, src):
+        try:
+            r = await pool.evaluate(src, {"builtin": family})
+        except Exception as err:  # noqa: BLE001 - a pool failure is a row too
+            r = {"status": "bench_error", "reason": f"{type(err).__name__}: {err}", "wall_s": 0.0}
+        _say(f"  {label:<60} {_brief(r)}")
+        return r
+    return await asyncio.gather(*(one(*it) for it in items))
+
+
+def _do_bench(family: str, source: str) -> float:
+    """do_bench's median (ms) for the candidate's forward on the family's timed-case inputs, in this process."""
+    import torch
+    import triton.testing
+
+    from kernelsearch.evaluators.problem import load_problem, load_source_module
+
+    problem = load_problem(family)
+    case = problem.timed_case
+    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"ks_bench_{family}.py")
+    with open(path, "w") as f:
+        f.write(source)
+    mod = load_source_module(source, f"ks_bench_{family}", filename=path)
+    model = mod.ModelNew(*problem.build_init_inputs(case)).cuda()
+    inputs = problem.build_inputs(case, seed=7, device="cuda")
+    with torch.no_grad():
+        model(*inputs)
+        torch.cuda.synchronize()
+        return float(triton.testing.do_bench(lambda: model(*inputs), return_mode="median"))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--per-family", type=int, default=8)
+    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--dry-run", action="store_true", help="CPU interpreter, 2 candidates, no do_bench")
+    ap.add_argument("--deadline", type=float, default=330.0, help="watchdog: exit after this many seconds")
+    args = ap.parse_args()
+
+    def watchdog():
+        _say(f"\nWATCHDOG: still running after {args.deadline:g} s; exiting (partial results above)")
+        os._exit(3)
+    timer = threading.Timer(args.deadline, watchdog)
+    timer.daemon = True
+    timer.start()
+
+    from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings
+
+    mode = "cpu" if args.dry_run else "cuda"
+    per_family = 1 if args.dry_run else args.per_family
+    conc = 2 if args.dry_run else args.concurrency
+    failures: list[str] = []
+    rows: list[tuple[str, str, str]] = []
+    _say(f"bench_harness: mode={mode} per_family={per_family} concurrency={conc} python={sys.version.split()[0]}")
+    if mode == "cuda":
+        import torch
+        if not torch.cuda.is_available():
+            _say("FAIL: mode cuda but torch sees no GPU")
+            return 2
+        # the name only: nvidia-smi-free; torch.cuda init in the parent does not reach the exec'd workers
+        _say(f"device: {torch.cuda.get_device_name(0)}")
+
+    # 1. throughput -------------------------------------------------------------------------------------------
+    items = []
+    for fam in FAMILIES:
+        try:
+            items += [(label, fam, src) for label, src in _candidates(fam, per_family)]
+        except Exception:  # noqa: BLE001
+            failures.append(f"rendering {fam} candidates:\n{traceback.format_exc()}")
+            _say("FAIL " + failures[-1])
+    pool = EvaluatorPool(PoolSettings(mode=mode, gpus=[0], concurrency=conc, timeout_s=150))
+    _say(f"\n[1] throughput: {len(items)} candidates")
+    t0 = time.monotonic()
+    results = asyncio.run(_batch(pool, items)) if items else []
+    wall = time.monotonic() - t0
+    per_min = len(results) / wall * 60 if wall > 0 else 0.0
+    by_status: dict[str, int] = {}
+    for (label, _, _), r in zip(items, results):
+        by_status[r.get("status", "?")] = by_status.get(r.get("status", "?"), 0) + 1
+        if r.get("status") != "ok":
+            failures.append(f"{label}: {_brief(r)}")
+    _say(f"  {len(results)} evaluations in {wall:.1f} s = {per_min:.1f} per minute; statuses {by_status}")
+    rows.append(("evaluations / minute (1 GPU, all stages)", f"{per_min:.1f}", ">= 30"))
+
+    # 2. repeatability + 3. agreement ---------------------------------------------------------------------------
+    starters = {fam: src for label, fam, src in items if label.startswith(f"{fam}#0")}
+    for fam, src in starters.items():
+        _say(f"\n[2] {fam} starter timed in two evaluations")
+        # one after the other: a concurrent candidate's correctness stage would share the GPU with the timing
+        pair = [asyncio.run(_batch(pool, [(f"{fam} starter, evaluation {i + 1}", fam, src)]))[0] for i in range(2)]
+        times = [_time_of(r) for r in pair]
+        ours = None
+        if all(t is not None for t in times):
+            spread = abs(times[0] - times[1]) / min(times) * 100
+            ours = statistics.median(times)
+            rows.append((f"{fam}: repeat spread of medians", f"{spread:.2f} %", "<= 1 %"))
+        else:
+            failures.append(f"{fam} repeat: no time in {[_brief(r) for r in pair]}")
+            rows.append((f"{fam}: repeat spread of medians", "FAILED", "<= 1 %"))
+        _say(f"\n[3] {fam} starter: our median against triton.testing.do_bench")
+        if mode != "cuda":
+            _say("  do_bench not run: dry run (no GPU)")
+            rows.append((f"{fam}: ours vs do_bench", "not run (dry run)", "within 2 %"))
+            continue
+        try:
+            db = _do_bench(fam, src)
+            _say(f"  do_bench median {db * 1000:.1f} us; ours {ours * 1000 if ours else float('nan'):.1f} us")
+            if ours:
+                rows.append((f"{fam}: ours vs do_bench ({ours * 1000:.1f} / {db * 1000:.1f} us)",
+                             f"{(ours / db - 1) * 100:+.2f} %", "within 2 %"))
+            else:
+                rows.append((f"{fam}: ours vs do_bench", f"ours missing; do_bench {db * 1000:.1f} us", "within 2 %"))
+        except Exception:  # noqa: BLE001
+            failures.append(f"{fam} do_bench:\n{traceback.format_exc()}")
+            _say("  FAIL " + failures[-1])
+            rows.append((f"{fam}: ours vs do_bench", "FAILED", "within 2 %"))
+
+    # 4. table ------------------------------------------------------------------------------------------------
+    _say("\n| measure | value | target |\n|---|---|---|")
+    for r in rows:
+        _say(f"| {r[0]} | {r[1]} | {r[2]} |")
+    _say(f"\nfailures: {len(failures)}")
+    for f in failures:
+        _say("  - " + f.replace("\n", "\n    "))
+    timer.cancel()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

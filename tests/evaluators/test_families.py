@@ -1,0 +1,256 @@
+"""The built-in kernel families: every starter is correct, every wrong/ fixture fails, every structural variant of
+every search space renders and is correct, and every starter compiles for the H200 (sm_90).
+
+On a CPU machine the kernels run in Triton's interpreter (tests/conftest.py sets TRITON_INTERPRET=1 first), on
+the small `cpu=True` cases. The reference is computed in float64 from the same inputs (low-precision inputs are
+exact in float64), and the candidate runs first, on clones, as the harness runs it.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelsearch.evaluators.problem import FAMILIES_DIR, Case, Problem, family_names, load_family, load_source_module
+
+FAMILIES = family_names()
+# On a GPU machine every case runs on the GPU; on a CPU machine the small `cpu` cases run in the interpreter.
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+MODE = "gpu" if DEVICE == "cuda" else "cpu"
+_counter = itertools.count()
+
+
+def _problem(name: str) -> Problem:
+    return load_family(name)
+
+
+def _load_candidate(source: str, tmp_path: Path):
+    """A candidate source as a module; Triton reads a kernel's source back from its file, so it gets one."""
+    name = f"ks_candidate_{os.getpid()}_{next(_counter)}"
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    return load_source_module(source, name, str(path))
+
+
+def mismatch(out: torch.Tensor, want: torch.Tensor, atol: float, rtol: float) -> str | None:
+    """None when `out` matches `want` elementwise within atol + rtol * |want| (NaN never matches); otherwise a
+    description of the first few mismatches."""
+    if out.shape != want.shape:
+        return f"shape {tuple(out.shape)} != {tuple(want.shape)}"
+    got = out.detach().to(torch.float64)
+    ok = (got - want).abs() <= atol + rtol * want.abs()
+    ok &= ~torch.isnan(got)
+    if bool(ok.all()):
+        return None
+    bad = (~ok).nonzero()
+    lines = [f"{int((~ok).sum())} of {ok.numel()} elements off (atol={atol}, rtol={rtol}); first:"]
+    for idx in bad[:5].tolist():
+        i = tuple(idx)
+        lines.append(f"  at {i}: got {got[i].item():.8g}, want {want[i].item():.8g}")
+    return "\n".join(lines)
+
+
+def check(problem: Problem, case: Case, source: str, tmp_path: Path, seed: int = 1234) -> str | None:
+    """Run one candidate source on one case; None when it is correct, else why not."""
+    init = problem.build_init_inputs(case)
+    torch.manual_seed(seed)
+    ref = problem.module.Model(*init)
+    ref = ref.to(DEVICE)
+    cand = _load_candidate(source, tmp_path).ModelNew(*init).to(DEVICE)
+    cand.load_state_dict(ref.state_dict())  # strict: the candidate has the reference's parameter names
+    inputs = problem.build_inputs(case, seed, DEVICE)
+    with torch.no_grad():
+        out = cand(*[t.clone() if isinstance(t, torch.Tensor) else t for t in inputs])
+        expect = ref(*inputs)
+        ref64 = copy.deepcopy(ref).to(torch.float64)
+        want = ref64(*[t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs])
+    if not isinstance(out, torch.Tensor):
+        return f"returned {type(out).__name__}, not a tensor"
+    if out.dtype != expect.dtype:
+        return f"dtype {out.dtype} != {expect.dtype}"
+    return mismatch(out, want, *problem.tolerance(case.dtype))
+
+
+def _cases(name: str) -> list[Case]:
+    return _problem(name).cases_for(MODE)
+
+
+def _wrong_fixtures(name: str) -> list[Path]:
+    return sorted((FAMILIES_DIR / name / "wrong").glob("*.py"))
+
+
+def _structural(space) -> list[tuple[str, object]]:
+    """(parameter, value) for every value of every structural parameter (a string or a bool)."""
+    out = []
+    for k, values in space.params.items():
+        if all(isinstance(v, (str, bool)) for v in values):
+            out += [(k, v) for v in values]
+    return out
+
+
+STARTER_CASES = [(f, c.name) for f in FAMILIES for c in _cases(f)]
+WRONG = [(f, p.name) for f in FAMILIES for p in _wrong_fixtures(f)]
+VARIANTS = [(f, k, v) for f in FAMILIES for k, v in _structural(_problem(f).family.SPACE)]
+
+
+def test_every_family_is_complete():
+    assert {"softmax", "rmsnorm"} <= set(FAMILIES)
+    for name in FAMILIES:
+        problem = _problem(name)
+        assert [c for c in problem.cases if c.timed], f"{name}: no timed case"
+        assert [c for c in problem.cases if c.cpu], f"{name}: no cpu case"
+        assert _wrong_fixtures(name), f"{name}: no wrong/ fixtures"
+        timed = problem.timed_case
+        assert problem.bytes_moved(timed) > 0 and problem.flops(timed) > 0
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_space_is_consistent(name):
+    space = _problem(name).family.SPACE
+    starter = _problem(name).starter_source
+    assert starter == space.render(space.default)
+    assert space.params_of(starter) == space.default
+    for k in space.tuning:
+        assert k in space.params
+    titles = set()
+    for move in space.moves:
+        space.validate(move.changes)
+        assert move.description.strip() and move.title not in titles, move.title
+        titles.add(move.title)
+    assert space.applicable(space.default), f"{name}: no move applies to the starter"
+    # every move lands on a point that renders
+    for _, params in space.applicable(space.default):
+        assert "class ModelNew" in space.render(params)
+
+
+@pytest.mark.parametrize("name,case_name", STARTER_CASES)
+def test_starter_is_correct(name, case_name, tmp_path):
+    problem = _problem(name)
+    case = next(c for c in problem.cases if c.name == case_name)
+    err = check(problem, case, problem.starter_source, tmp_path)
+    assert err is None, f"{name} starter on {case.describe()}: {err}"
+
+
+@pytest.mark.parametrize("name,fixture", WRONG)
+def test_wrong_fixture_fails(name, fixture, tmp_path):
+    problem = _problem(name)
+    source = (FAMILIES_DIR / name / "wrong" / fixture).read_text()
+    results = {c.name: check(problem, c, source, tmp_path) for c in problem.cases_for("cpu")}
+    # it runs (a crash would raise here: a fixture is a wrong answer, not a broken kernel) and is caught
+    assert any(r is not None for r in results.values()), f"{fixture} passed every case: {results}"
+
+
+@pytest.mark.parametrize("name,param,value", VARIANTS)
+def test_structural_variant_is_correct(name, param, value, tmp_path):
+    problem = _problem(name)
+    space = problem.family.SPACE
+    params = {**space.default, param: value}
+    source = space.render(params)
+    assert space.params_of(source) == params
+    for case in problem.cases_for("cpu"):  # the small cases, also on a GPU (bench --sweep times the big one)
+        err = check(problem, case, source, tmp_path)
+        assert err is None, f"{name} {param}={value} on {case.describe()}: {err}"
+
+
+def test_check_catches_a_wrong_answer(tmp_path):
+    # the checker itself can fail: a starter with its output scaled is caught
+    problem = _problem("rmsnorm")
+    source = problem.starter_source.replace("return rms_norm(x, self.weight, self.eps)",
+                                            "return rms_norm(x, self.weight, self.eps) * 1.001")
+    assert source != problem.starter_source
+    case = next(c for c in problem.cases if c.name == "odd")
+    assert "elements off" in check(problem, case, source, tmp_path)
+
+
+# -- ahead-of-time compile for the H200 ---------------------------------------------------------------------------
+
+_AOT = textwrap.dedent('''
+    import json, os, subprocess, sys, tempfile
+    import torch, triton
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime.driver import driver
+    from triton.runtime.jit import JITFunction
+    from kernelsearch.evaluators.problem import load_family, load_source_module
+
+    class Sm90:  # just enough of a driver for JITFunction.run to compile: no device is touched
+        def get_current_target(self): return GPUTarget("cuda", 90, 32)
+        def get_current_device(self): return 0
+        def get_current_stream(self, device=None): return 0
+        def get_active_torch_device(self): return torch.device("cpu")
+
+    driver.set_active(Sm90())
+    compiled = []
+    _run = JITFunction.run
+    def run(self, *args, grid, warmup, **kwargs):  # compile, never launch
+        kernel = _run(self, *args, grid=grid, warmup=True, **kwargs)
+        compiled.append((self.fn.__name__, kernel))
+        return kernel
+    JITFunction.run = run
+
+    name, source_path = sys.argv[1], sys.argv[2]
+    problem = load_family(name)
+    case = problem.timed_case
+    source = open(source_path).read()
+    module = load_source_module(source, "ks_aot_candidate", source_path)
+    init = problem.build_init_inputs(case)
+    model = module.ModelNew(*init).to("meta")
+    inputs = [t.to("meta") if isinstance(t, torch.Tensor) else t for t in problem.build_inputs(case, 0, "cpu")]
+    with torch.no_grad():
+        model(*inputs)
+    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    report = []
+    for fn, kernel in compiled:
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(kernel.asm["cubin"])
+            f.flush()
+            usage = subprocess.run([cuobjdump, "-res-usage", f.name], capture_output=True, text=True).stdout
+        line = next(ln for ln in usage.splitlines() if "REG:" in ln)
+        fields = dict(kv.split(":", 1) for kv in line.split() if ":" in kv)
+        report.append({"kernel": fn, "regs": int(fields["REG"]), "local": int(fields["LOCAL"]),
+                       "shared": kernel.metadata.shared, "num_warps": kernel.metadata.num_warps})
+    print("AOT " + json.dumps(report))
+''')
+
+
+SM90_SHARED_MAX = 232448  # bytes of shared memory one block may opt into on an H100/H200 (227 KB)
+
+
+def compile_for_sm90(name: str, source: str, tmp_path: Path) -> list[dict]:
+    """Compile every kernel `source` launches on the family's timed case for sm_90; registers and spills."""
+    src = tmp_path / "candidate.py"
+    src.write_text(source)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", _AOT, name, str(src)], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("AOT "))
+    return json.loads(line[4:])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", FAMILIES)
+def test_starter_compiles_for_sm90(name, tmp_path):
+    report = compile_for_sm90(name, _problem(name).starter_source, tmp_path)
+    assert report, f"{name}: the starter launched no kernel"
+    for k in report:
+        assert 0 < k["regs"] <= 255, k
+        assert k["local"] == 0, f"{name}: {k['kernel']} spills to local memory: {k}"
+        assert k["shared"] <= SM90_SHARED_MAX, f"{name}: {k['kernel']} needs more shared memory than an SM has: {k}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,param,value", VARIANTS)
+def test_structural_variant_compiles_for_sm90(name, param, value, tmp_path):
+    space = _problem(name).family.SPACE
+    report = compile_for_sm90(name, space.render({**space.default, param: value}), tmp_path)
+    assert report, f"{name} {param}={value}: launched no kernel"
+    for k in report:
+        assert k["shared"] <= SM90_SHARED_MAX, f"{name} {param}={value}: {k}"

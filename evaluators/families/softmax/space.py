@@ -11,7 +11,7 @@ _PROLOGUE = '''import torch
 import triton
 import triton.language as tl
 
-LOG2E = 1.4426950408889634
+LOG2E = tl.constexpr(1.4426950408889634)  # jit code may only read constexpr globals
 '''
 
 _EXP = {False: "tl.exp({x})", True: "tl.exp2(({x}) * LOG2E)"}

@@ -33,6 +33,7 @@ class Settings:
     timing_iters: int = 50
     compare_compile: bool = False
     input_sets: int = 3             # rotated in timing so nothing can be cached across calls
+    aot: bool = True                # CPU mode: also compile for sm_90 ahead of time (registers, spills)
 
 
 def _seed(base: int, *parts) -> int:
@@ -292,6 +293,19 @@ def evaluate(problem: Problem, source: str, settings: Settings,
         ev.compile()
         stage = "correctness"
         ev.correctness()
+        if settings.mode == "cpu" and settings.aot:
+            # No GPU here: compile the kernels for the H200 ahead of time (sm_90), after correctness so that
+            # wrong candidates fail cheaply first; a kernel that only the interpreter accepts fails here.
+            stage = "compile_sm90"
+            from kernelsearch.evaluators.aot import aot_report
+
+            report = aot_report(source, problem, None)
+            ev.detail["sm90"] = {k: report.get(k) for k in ("status", "kernels", "error", "wall_s")}
+            if report["status"] == "compile_error":
+                lines = [ln for ln in str(report.get("error", "")).strip().splitlines() if ln.strip()] or [""]
+                first = lines[0].split(" at ")[0].rstrip(":")
+                raise CandidateFailure(Status.compile_error, f"sm_90 compile failed: {first}: {lines[-1][:300]}",
+                                       str(report.get("error")), stage="compile_sm90")
         stage = "timing"
         timed = ev.timing(lease)
         case: Case = timed.pop("case")

@@ -25,7 +25,7 @@ def pool_for(cfg: Config) -> EvaluatorPool:
     e = cfg.evaluation
     return EvaluatorPool(PoolSettings(mode=mode, gpus=gpus, concurrency=cfg.search.concurrency,
                                       timeout_s=e.timeout_s, trials=e.trials, timing_iters=e.timing_iters,
-                                      compare_compile=e.compare_compile))
+                                      compare_compile=e.compare_compile, aot=e.aot_compile))
 
 
 class Progress:

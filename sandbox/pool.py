@@ -33,6 +33,7 @@ class PoolSettings:
     trials: int = 2
     timing_iters: int = 50
     compare_compile: bool = False
+    aot: bool = True                     # CPU mode: compile for sm_90 ahead of time too
     threads_per_worker: int = 1
     triton_cache: str | None = None
 
@@ -105,7 +106,7 @@ class EvaluatorPool:
             "mode": self.s.mode, "problem": problem_ref, "candidate_path": str(cand),
             "threads": self.s.threads_per_worker,
             "settings": {"mode": self.s.mode, "seed": secrets.randbits(48), "trials": self.s.trials,
-                         "timing_iters": self.s.timing_iters, "compare_compile": self.s.compare_compile},
+                         "timing_iters": self.s.timing_iters, "compare_compile": self.s.compare_compile, "aot": self.s.aot},
         }
         r_fd, w_fd = os.pipe()
         try:

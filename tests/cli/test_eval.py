@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from tests.helpers import CRASH, STARTER, WRONG, cli
+from tests.helpers import CRASH, ROOT, STARTER, WRONG, cli
 
 TORCH_ONLY = '''import torch
 class ModelNew(torch.nn.Module):
@@ -78,3 +78,19 @@ class ModelNew(torch.nn.Module):
     bad.write_text(cand.read_text().replace("tl.maximum(x, 0.0)", "tl.maximum(x, 0.01)"))
     r = cli("eval", str(prob), str(bad), "--json", cwd=tmp_path, timeout=300)
     assert json.loads(r.stdout.strip().splitlines()[-1])["status"] == "incorrect"
+
+
+def test_kernel_only_the_interpreter_accepts_fails_the_sm90_compile(tmp_path):
+    """tl.dot with K = 8 runs under the interpreter but does not compile for the H200 (K >= 16)."""
+    fx = ROOT / "tests" / "fixtures" / "problems"
+    r = cli("eval", str(fx / "mm8.py"), str(fx / "mm8_dot_k8.py"), "--json", cwd=tmp_path, timeout=300)
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert (out["status"], out["stage"]) == ("compile_error", "compile_sm90"), out
+    assert "K >= 16" in out["reason"] and "_mm8" in out["reason"]
+
+
+def test_starter_reports_registers_and_spills(tmp_path):
+    rc, out = _eval(tmp_path, STARTER)
+    (k,) = out["detail"]["sm90"]["kernels"]
+    assert k["name"] == "_softmax_online_kernel" and k["num_warps"] == 8
+    assert 0 < k["registers"] <= 255 and k["spills_bytes"] >= 0

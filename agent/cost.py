@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass
 
 from kernelsearch.agent.base import ChatReply, ChatRequest, Provider
 from kernelsearch.agent.errors import ProviderError
-
 from kernelsearch.config import LLMConfig, Price
 
 _PER = 1_000_000

@@ -38,7 +38,6 @@ from typing import Any
 from kernelsearch.agent.base import ChatReply, ChatRequest, Message, Provider
 from kernelsearch.agent.errors import AuthError, BadRequestError, ProviderError
 from kernelsearch.agent.retry import Limiter, TransientError, with_retries
-
 from kernelsearch.config import LLMConfig
 
 log = logging.getLogger(__name__)

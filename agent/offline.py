@@ -100,4 +100,5 @@ class OfflineProvider:
         variants = space.branches(params, h["branches"], rng, fixed)
         chosen = variants[h["branch"] % len(variants)]
         code = space.render(chosen)
-        return f"Branch {h['branch']} of \"{idea['title']}\": parameters {json.dumps(chosen)}.\n\n```python\n{code}```\n"
+        head = f"Branch {h['branch']} of \"{idea['title']}\": parameters {json.dumps(chosen)}."
+        return f"{head}\n\n```python\n{code}```\n"

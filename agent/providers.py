@@ -4,7 +4,6 @@ from __future__ import annotations
 from kernelsearch.agent.base import Provider
 from kernelsearch.agent.offline import OfflineProvider
 from kernelsearch.agent.replay import ReplayProvider
-
 from kernelsearch.config import LLMConfig
 
 

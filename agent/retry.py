@@ -19,9 +19,10 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from asyncio_throttle import Throttler
-from kernelsearch.agent.errors import ProviderError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 from tenacity.wait import wait_exponential_jitter
+
+from kernelsearch.agent.errors import ProviderError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -124,7 +124,8 @@ class Evaluator:
         except Exception as err:  # noqa: BLE001
             name = type(err).__name__
             status = Status.compile_error if "Compil" in name or "compil" in str(err)[:200] else Status.crash
-            raise CandidateFailure(status, f"{what} raised {name}: {str(err).strip().splitlines()[0][:300] if str(err).strip() else ''}",
+            first = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""
+            raise CandidateFailure(status, f"{what} raised {name}: {first}",
                                    traceback.format_exc(limit=-6), stage="correctness") from None
         anticheat.thread_check(threads, what, "correctness")
         if self.guard is not None:

@@ -74,7 +74,8 @@ def eval_(problem: str = typer.Argument(..., help="a built-in family (softmax) o
     if as_json:
         print(json.dumps(result, default=str))
     else:
-        console.print(f"status: [bold]{result['status']}[/]" + (f"  ({result['reason']})" if result.get("reason") else ""))
+        why = f"  ({result['reason']})" if result.get("reason") else ""
+        console.print(f"status: [bold]{result['status']}[/]{why}")
         if result.get("error_text"):
             console.print(result["error_text"], markup=False)
         for k in ("time_ms", "ref_time_ms", "speedup", "speedup_compile", "gbps", "tflops", "roofline_fraction",

@@ -106,7 +106,8 @@ class EvaluatorPool:
             "mode": self.s.mode, "problem": problem_ref, "candidate_path": str(cand),
             "threads": self.s.threads_per_worker,
             "settings": {"mode": self.s.mode, "seed": secrets.randbits(48), "trials": self.s.trials,
-                         "timing_iters": self.s.timing_iters, "compare_compile": self.s.compare_compile, "aot": self.s.aot},
+                         "timing_iters": self.s.timing_iters, "compare_compile": self.s.compare_compile,
+                         "aot": self.s.aot},
         }
         r_fd, w_fd = os.pipe()
         try:

@@ -303,7 +303,7 @@ class Controller:
     async def run(self) -> str:
         try:
             return await self._run()
-        except AuthError as err:
+        except AuthError:
             with session_scope(self.engine) as s:
                 run = s.get(Run, self.run_id)
                 run.status, run.stop_reason = "interrupted", "auth_error"

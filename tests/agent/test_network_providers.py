@@ -11,6 +11,7 @@ import random
 import time
 
 import pytest
+
 from kernelsearch.agent.base import ChatRequest, Message
 from kernelsearch.agent.cost import call_cost, metered_call
 from kernelsearch.agent.errors import AuthError, BadRequestError, ProviderError, ReplyError
@@ -22,7 +23,6 @@ from kernelsearch.agent.network import (
 )
 from kernelsearch.agent.parsing import extract_code, parse_ideas
 from kernelsearch.agent.retry import Limiter
-
 from kernelsearch.config import LLMConfig, Price, WeightedModel
 from tests.agent.loopback import Drop, Fail, LoopbackLLM, Reply
 
@@ -382,9 +382,10 @@ def test_parse_retry_after_forms():
 
 def test_metered_calls_become_rows(llm):
     """What the search records per call: tokens, cost, latency and attempts, also for a failed call."""
+    from sqlmodel import Session, select
+
     from kernelsearch.store.database import open_store
     from kernelsearch.store.models import LLMCall
-    from sqlmodel import Session, select
 
     llm.script(Fail(500), Reply("ok", tokens_in=2000, tokens_out=1000), *[Fail(503)] * 4)
     p = make(llm, "anthropic", max_retries=3)

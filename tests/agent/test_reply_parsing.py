@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from kernelsearch.agent.errors import ReplyError
 from kernelsearch.agent.parsing import IdeaDraft, extract_code, looks_like_refusal, parse_ideas
 

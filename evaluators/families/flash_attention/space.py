@@ -187,7 +187,9 @@ PARAMS = {
     "tma": [False, True],
 }
 
-DEFAULT = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "split_diagonal": True, "tma": False}
+# measured on an H200 (bf16 (4, 32, 4096, 128), bench --sweep): pointers with BLOCK_N 64 2.64 ms, TMA 2.42,
+# this 2.21 (causal: 1.47, 1.33, 1.26); SDPA 1.61 (causal 0.92)
+DEFAULT = {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3, "split_diagonal": True, "tma": True}
 
 
 def make_moves(causal: bool) -> list[Move]:

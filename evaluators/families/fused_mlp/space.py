@@ -231,8 +231,10 @@ PARAMS = {
     "tma": [False, True],
 }
 
-DEFAULT = {"variant": "fused", "gate_up_tile": "128x128x64", "gate_up_warps": 8, "gate_up_stages": 3,
-           "down_tile": "128x256x64", "down_warps": 8, "down_stages": 3, "GROUP_M": 8, "tma": False}
+# measured on an H200 (bf16 4096 x 4096 x 11008, bench --sweep): pointer loads 1.69 ms, TMA 1.56, TMA with 4
+# gate/up stages 1.53, TMA with 128x128 down tiles 1.52; eager 1.51
+DEFAULT = {"variant": "fused", "gate_up_tile": "128x128x64", "gate_up_warps": 8, "gate_up_stages": 4,
+           "down_tile": "128x128x64", "down_warps": 8, "down_stages": 3, "GROUP_M": 8, "tma": True}
 
 
 def _moves() -> list[Move]:

@@ -339,8 +339,10 @@ PARAMS = {
     "APPLY_ROWS": [1, 4, 16, 64],
 }
 
-DEFAULT = {"variant": "single", "BLOCK": 2048, "ROWS": 1, "num_warps": 8, "num_stages": 2,
-           "persistent": False, "programs_per_sm": 4, "cache_hints": False, "SPLIT_CHUNK": 65536,
+# measured on an H200 (bf16 8192 x 4096, bench --sweep): 1 row per program 0.046-0.051 ms, 2 rows 0.046, 2 rows
+# with cache hints 0.039; Liger 0.041
+DEFAULT = {"variant": "single", "BLOCK": 2048, "ROWS": 2, "num_warps": 8, "num_stages": 2,
+           "persistent": False, "programs_per_sm": 4, "cache_hints": True, "SPLIT_CHUNK": 65536,
            "APPLY_ROWS": 16}
 
 

@@ -10,5 +10,7 @@ import dataclasses
 from kernelsearch.evaluators.families.softmax.space import DEFAULT
 from kernelsearch.evaluators.families.softmax.space import SPACE as _SOFTMAX
 
+# measured on an H200 (fp32 4096 x 65536, bench --sweep): online 2 stages 0.815 ms, 4 stages with exp2 0.768;
+# the whole row in registers (32 warps) 0.832; eager 1.05
 SPACE = dataclasses.replace(_SOFTMAX, default={**DEFAULT, "variant": "online", "BLOCK": 4096, "num_warps": 8,
-                                               "num_stages": 2})
+                                               "num_stages": 4, "exp2": True})

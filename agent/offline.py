@@ -65,16 +65,18 @@ class OfflineProvider:
             rng.shuffle(options)
             options.sort(key=lambda o: 0 if "variant" in o["fixed"] else 1)
             per_seed.append(options)
-        ideas, used = [], set()
+        ideas, used, kinds = [], set(), set()
         n = h["n"]
         while len(ideas) < n and any(per_seed):
             for options in per_seed:   # round-robin over the seeds: the best seed first, but not only it
-                while options:
-                    o = options.pop(0)
-                    if o["_key"] not in used:
-                        used.add(o["_key"])
-                        ideas.append({k: v for k, v in o.items() if k != "_key"})
-                        break
+                fresh = [o for o in options if o["_key"] not in used]
+                # one idea per kind of move (the parameters it sets) before a second of the same kind
+                pick = next((o for o in fresh if tuple(o["fixed"]) not in kinds), fresh[0] if fresh else None)
+                options[:] = [o for o in fresh if o is not pick]
+                if pick is not None:
+                    used.add(pick["_key"])
+                    kinds.add(tuple(pick["fixed"]))
+                    ideas.append({k: v for k, v in pick.items() if k != "_key"})
                 if len(ideas) >= n:
                     break
         return "```json\n" + json.dumps({"ideas": ideas}, indent=1) + "\n```\n"

@@ -1,0 +1,45 @@
+"""The offline provider: real ideas from the family's search space, distinct, and code that renders them."""
+from __future__ import annotations
+
+import asyncio
+import json
+
+from kernelsearch.agent.base import ChatRequest, Message
+from kernelsearch.agent.offline import OfflineProvider
+from kernelsearch.agent.parsing import extract_code, parse_ideas
+from kernelsearch.evaluators.families.softmax import SPACE, STARTER
+
+
+def _ask(role, hints):
+    req = ChatRequest(messages=[Message("user", "x")], role=role, hints=hints)
+    return asyncio.run(OfflineProvider(seed=3).complete(req))
+
+
+def test_ideas_are_distinct_and_of_different_kinds():
+    hints = {"problem": {"builtin": "softmax"}, "n": 4, "round": 1, "seen_params": [],
+             "seeds": [{"kernel_id": 1, "code": STARTER}]}
+    reply = _ask("ideas", hints)
+    ideas = parse_ideas(reply.text, min_ideas=4)
+    raw = json.loads(reply.text.split("```json\n")[1].split("```")[0])["ideas"]
+    assert len({i.title for i in ideas}) == 4
+    assert len({tuple(i["fixed"]) for i in raw}) == 4          # four different kinds of move
+    assert all(i["params"] != SPACE.default for i in raw)      # each one changes the starter
+
+
+def test_ideas_skip_what_was_already_tried():
+    hints = {"problem": {"builtin": "softmax"}, "n": 50, "round": 1, "seeds": [{"kernel_id": 1, "code": STARTER}]}
+    everything = json.loads(_ask("ideas", {**hints, "seen_params": []}).text.split("```json\n")[1].split("```")[0])
+    tried = [i["params"] for i in everything["ideas"][:5]]
+    rest = json.loads(_ask("ideas", {**hints, "seen_params": tried}).text.split("```json\n")[1].split("```")[0])
+    assert not any(i["params"] in tried for i in rest["ideas"])
+
+
+def test_code_renders_the_idea_and_branches_differ():
+    idea = {"id": 7, "title": "BLOCK 4096 with 16 warps", "description": "d",
+            "meta": {"params": {**SPACE.default, "BLOCK": 4096, "num_warps": 16}, "fixed": ["BLOCK", "num_warps"]}}
+    codes = [extract_code(_ask("code", {"problem": {"builtin": "softmax"}, "idea": idea, "seed_code": STARTER,
+                                        "branch": b, "branches": 3}).text) for b in range(3)]
+    assert len(set(codes)) == 3
+    params = [SPACE.params_of(c) for c in codes]
+    assert params[0]["BLOCK"] == 4096 and params[0]["num_warps"] == 16
+    assert all(p["BLOCK"] == 4096 and p["num_warps"] == 16 for p in params)   # the idea's own knobs stay fixed

@@ -16,16 +16,19 @@ def open_store(path: str | Path, *, readonly: bool = False) -> Engine:
         url = "sqlite://"
     else:
         p = Path(path)
-        if readonly and not p.exists():
-            raise FileNotFoundError(f"no store at {p}")
-        p.parent.mkdir(parents=True, exist_ok=True)
-        url = f"sqlite:///{p}"
+        if readonly:   # opened read-only by SQLite itself: a view can change nothing, not even the journal mode
+            if not p.exists():
+                raise FileNotFoundError(f"no store at {p}")
+            url = f"sqlite:///file:{p.resolve()}?mode=ro&uri=true"
+        else:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            url = f"sqlite:///{p}"
     engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
     @event.listens_for(engine, "connect")
     def _pragmas(dbapi_conn, _record):  # noqa: ANN001
         cur = dbapi_conn.cursor()
-        if url != "sqlite://":
+        if url != "sqlite://" and not readonly:
             cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA foreign_keys=ON")

@@ -92,6 +92,7 @@ class EvaluationConfig(_Strict):
     trials: int = Field(default=2, ge=1)            # fresh-input correctness trials per shape case
     timing_iters: int = Field(default=50, ge=1)     # timed calls per side (GPU); the CPU interpreter uses fewer
     compare_compile: bool = False                   # also time torch.compile(reference), side by side
+    allow_degenerate_problem: bool = False          # run even if the reference output barely varies
     aot_compile: bool = True                        # without a GPU: compile for sm_90 too (registers, spills)
 
 

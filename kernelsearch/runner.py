@@ -72,7 +72,18 @@ class Progress:
         return int(tok), float(cost)
 
 
+def check_problem(cfg: Config) -> None:
+    """Refuse a problem whose reference output is (near) constant: zeros or a constant would pass it."""
+    from kernelsearch.evaluators.anticheat import check_problem_variance
+    from kernelsearch.evaluators.problem import load_problem
+
+    degenerate, message = check_problem_variance(load_problem(cfg.problem))
+    if degenerate and not cfg.evaluation.allow_degenerate_problem:
+        raise RunError(f"{message} (set evaluation.allow_degenerate_problem: true to search it anyway)")
+
+
 def start_run(cfg: Config, db: Path, name: str | None, console: Console) -> str:
+    check_problem(cfg)
     engine = open_store(db)
     name = name or cfg.name or f"{Path(cfg.problem).stem}-{datetime.now():%Y%m%d-%H%M%S}"
     with session_scope(engine) as s:

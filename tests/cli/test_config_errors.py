@@ -34,3 +34,27 @@ def test_missing_config_file(tmp_path):
     r = cli("run", str(tmp_path / "nope.yaml"), cwd=tmp_path, timeout=120)
     assert r.returncode == 2
     assert r.stderr.strip() == f"error: config file not found: {tmp_path / 'nope.yaml'}"
+
+
+def test_degenerate_problem_is_refused(tmp_path):
+    prob = tmp_path / "const.py"
+    prob.write_text('''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.zeros_like(x) + 1.0
+
+def get_inputs():
+    return [torch.randn(8, 33)]
+
+def get_init_inputs():
+    return []
+''')
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"problem": str(prob), "store": str(tmp_path / "ks.db"),
+                                   "llm": {"provider": "replay", "replay_file": str(prob)}}))
+    r = cli("run", str(cfg), cwd=tmp_path, timeout=120)
+    assert r.returncode == 2
+    assert "variance check" in r.stderr and "allow_degenerate_problem" in r.stderr
+    assert not (tmp_path / "ks.db").exists()

@@ -69,6 +69,40 @@ def _same(a: list, b: list) -> bool:
     return True
 
 
+def stability_inputs(name: str, values: list, dtype: str, seed: int) -> list:
+    """Transform the floating inputs of a case: `large` (x 1e3; x 10 in fp16, whose range is small), `tiny`
+    (x 1e-4), `mixed` (each element scaled by 10^U(-3, 3)), `equal` (every row the same value along the last
+    dimension). Integer inputs (targets, indices) are left as they are."""
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for v in values:
+        if isinstance(v, torch.Tensor) and v.is_floating_point():
+            x = v.double()
+            if name == "large":
+                x = x * (10.0 if dtype == "float16" else 1e3)
+            elif name == "tiny":
+                x = x * 1e-4
+            elif name == "mixed":
+                x = x * torch.pow(10.0, torch.empty(x.shape, dtype=torch.float64).uniform_(-3, 3, generator=gen)
+                                  .to(x.device))
+            elif name == "equal" and x.dim() >= 1:
+                x = x[..., :1].expand_as(x).contiguous()
+            else:
+                raise ValueError(f"unknown stability input {name!r}")
+            v = x.to(v.dtype)
+        out.append(v)
+    return out
+
+
+def _overflows(want, want_hi) -> bool:
+    """The reference at the problem's dtype is non-finite where the float64 one is finite."""
+    for w, h in zip(flatten(want), flatten(want_hi)):
+        if isinstance(w, torch.Tensor) and w.is_floating_point():
+            if bool((~torch.isfinite(w) & torch.isfinite(h.to(w.device))).any()):
+                return True
+    return False
+
+
 class Evaluator:
     def __init__(self, problem: Problem, source: str, settings: Settings):
         self.problem = problem
@@ -191,7 +225,31 @@ class Evaluator:
                     raise CandidateFailure(Status.incorrect, f"case {case.describe()} trial {trial}: {cmp.reason}"
                                            f"{self._precision_note(case)}", cmp.detail or None, stage="correctness")
                 del got, want, want_hi
+        self._stability(cases)
         self._repeat_check(cases[-1])
+
+    def _stability(self, cases: list[Case]) -> None:
+        """Inputs that break naive kernels: large magnitudes, near-zero, mixed scales, rows of equal values; at
+        the problem's looser stability tolerance. Candidate first on clones, as in every check."""
+        case = cases[-1]
+        atol, rtol = self.problem.stability_tolerance(case.dtype)
+        for name in self.problem.stability:
+            seed = _seed(self.s.seed, case.name, "stability", name)
+            ref, cand = self._models(case, seed)
+            inputs = stability_inputs(name, self.problem.build_inputs(case, seed, self.device), case.dtype, seed)
+            got = self._call(cand, _clone(inputs), f"ModelNew.forward ({name} inputs)")
+            with torch.no_grad():
+                want = ref(*inputs)
+                want_hi = copy.deepcopy(ref).to(torch.float64)(*_to_hi(inputs, torch.float64))
+            if _overflows(want, want_hi):   # the true answer is outside the dtype's range: nothing to check
+                self.detail["cases"].append({"case": f"{case.describe()} {name}", "skipped": "out of range"})
+                continue
+            cmp = compare(got, want, want_hi, atol, rtol)
+            self.detail["cases"].append({"case": f"{case.describe()} {name}", "trial": 0, "ok": cmp.ok,
+                                         "max_abs": cmp.max_abs, "max_rel": cmp.max_rel})
+            if not cmp.ok:
+                raise CandidateFailure(Status.incorrect, f"stability check ({name} inputs) on {case.describe()}: "
+                                       f"{cmp.reason}", cmp.detail or None, stage="correctness")
 
     def _precision_note(self, case: Case) -> str:
         casts = self.detail.get("low_precision_casts")

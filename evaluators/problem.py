@@ -61,6 +61,8 @@ class Problem:
     bytes_moved: Callable[[Case], float] | None = None
     starter_source: str | None = None
     family: types.ModuleType | None = None   # the family package (search space lives there)
+    stability: tuple[str, ...] = ()          # stability inputs checked (harness.stability_inputs), families only
+    stability_tolerances: dict[str, tuple[float, float]] = field(default_factory=dict)
     ref: dict[str, str] = field(default_factory=dict)  # how a worker finds this problem again: JSON-safe
     _module: types.ModuleType | None = None
 
@@ -90,6 +92,13 @@ class Problem:
 
     def tolerance(self, dtype: str) -> tuple[float, float]:
         return self.tolerances.get(dtype, DEFAULT_TOLERANCES.get(dtype, (1e-5, 1e-4)))
+
+    def stability_tolerance(self, dtype: str) -> tuple[float, float]:
+        """Looser than the plain tolerance, stated per problem: by default ten times it."""
+        if dtype in self.stability_tolerances:
+            return self.stability_tolerances[dtype]
+        atol, rtol = self.tolerance(dtype)
+        return atol * 10, rtol * 10
 
     @property
     def timed_case(self) -> Case:
@@ -138,6 +147,8 @@ def load_family(name: str) -> Problem:
         flops=getattr(spec, "flops", None),
         bytes_moved=getattr(spec, "bytes_moved", None),
         starter_source=getattr(package, "STARTER", None),
+        stability=tuple(getattr(spec, "STABILITY", ("large", "tiny", "mixed", "equal"))),
+        stability_tolerances=dict(getattr(spec, "STABILITY_TOLERANCES", {})),
         family=package,
         ref={"builtin": name},
     )

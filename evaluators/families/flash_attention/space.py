@@ -220,7 +220,18 @@ def make_moves(causal: bool) -> list[Move]:
                           f"Keep {s} key/value blocks in flight in shared memory ({s} x 2 x BLOCK_N x 128 x 2 "
                           f"bytes at head_dim 128): hides load latency behind the two products.",
                           {"num_stages": s}))
-    return moves
+    # offer a move only where its landing point fits in shared memory
+    return [Move(m.title, m.description, m.changes,
+                 when=lambda p, m=m: m.when(p) and shared_bytes({**p, **m.changes}) <= SHARED_MAX) for m in moves]
+
+
+SHARED_MAX = 232448  # bytes of shared memory one program may use on an H100/H200 (227 KB)
+
+
+def shared_bytes(p: dict, head_dim: int = 128, size: int = 2) -> int:
+    """Shared memory at the timed head_dim in bf16, as Triton 3.6 allocates it for sm_90 (checked against
+    compiled kernels): num_stages K and V blocks, and the q block."""
+    return p["num_stages"] * 2 * p["BLOCK_N"] * head_dim * size + p["BLOCK_M"] * head_dim * size
 
 
 def make_space(causal: bool) -> SearchSpace:

@@ -221,7 +221,8 @@ def _template(p: dict) -> str:
 
 PARAMS = {
     "variant": ["fused", "separate"],
-    "gate_up_tile": ["128x128x64", "128x64x64", "64x128x64", "128x128x32", "64x64x64", "128x256x64"],
+    # (128 x 256 would need two 128 x 256 fp32 accumulators: more registers than an SM has per program)
+    "gate_up_tile": ["128x128x64", "128x64x64", "64x128x64", "128x128x32", "64x64x64"],
     "gate_up_warps": [4, 8],
     "gate_up_stages": [2, 3, 4],
     "down_tile": ["128x256x64", "128x128x64", "256x128x64", "64x128x64", "128x128x128"],
@@ -277,7 +278,22 @@ def _moves() -> list[Move]:
         moves.append(Move(f"group {g} tiles down",
                           f"Order tiles in groups of {g} rows so concurrent programs share weight tiles in L2.",
                           {"GROUP_M": g}))
-    return moves
+    # offer a move only where its landing point fits in shared memory
+    return [Move(m.title, m.description, m.changes,
+                 when=lambda p, m=m: m.when(p) and shared_bytes({**p, **m.changes}) <= SHARED_MAX) for m in moves]
+
+
+SHARED_MAX = 232448  # bytes of shared memory one program may use on an H100/H200 (227 KB)
+
+
+def shared_bytes(p: dict, size: int = 2) -> int:
+    """The larger of the two kernels' shared memory at bf16, as Triton 3.6 allocates it for sm_90 (checked
+    against compiled kernels): per stage, the x tile and both weight tiles (gate/up), or h and w_down (down)."""
+    bm, bn, bk = _tile(p["gate_up_tile"])
+    gate_up = p["gate_up_stages"] * (bm * bk + 2 * bn * bk) * size
+    bm, bn, bk = _tile(p["down_tile"])
+    down = p["down_stages"] * (bm * bk + bn * bk) * size
+    return max(gate_up, down)
 
 
 SPACE = SearchSpace(params=PARAMS, default=DEFAULT, template=_template, moves=_moves(),

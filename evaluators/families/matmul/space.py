@@ -307,7 +307,9 @@ def _moves() -> list[Move]:
         Move("split the epilogue store",
              "Store C as two half-width tiles: the staging buffer in shared memory halves (64 KB -> 32 KB at "
              "128 x 256 bf16), room for one more pipeline stage.", {"epilogue_subtile": True}, when=tma),
-        Move("one epilogue store", "Store the whole C tile at once.", {"epilogue_subtile": False}, when=tma),
+        Move("one epilogue store",
+             "Store the whole C tile at once (3 stages, so the full-size staging tile fits beside them).",
+             {"epilogue_subtile": False, "num_stages": 3}, when=tma),
         Move("flatten the persistent loops",
              "Flatten the tile and K loops into one so the pipeliner prefetches across tile boundaries.",
              {"flatten": True}, when=persistent),
@@ -335,7 +337,23 @@ def _moves() -> list[Move]:
         moves.append(Move(f"{n} persistent programs per SM",
                           f"{n} resident programs per SM: two overlap one's epilogue with the other's main loop "
                           f"when tiles are small enough to fit twice.", {"programs_per_sm": n}, when=persistent))
-    return moves
+    # offer a move only where its landing point fits in shared memory
+    return [Move(m.title, m.description, m.changes,
+                 when=lambda p, m=m: m.when(p) and shared_bytes({**p, **m.changes}) <= SHARED_MAX) for m in moves]
+
+
+SHARED_MAX = 232448  # bytes of shared memory one program may use on an H100/H200 (227 KB)
+
+
+def shared_bytes(p: dict, size: int = 2) -> int:
+    """Shared memory a point needs at the timed bf16 size, as Triton 3.6 allocates it for sm_90 (checked against
+    compiled kernels): num_stages A and B tiles, plus a C staging tile for the persistent TMA epilogue."""
+    operands = p["num_stages"] * (p["BM"] * p["BK"] + p["BK"] * p["BN"]) * size
+    if p["variant"] == "tma_persistent":
+        return operands + p["BM"] * p["BN"] * size // (2 if p["epilogue_subtile"] else 1)
+    if p["variant"] == "persistent" and p["flatten"]:
+        return operands + p["BM"] * p["BN"] * size // 2
+    return operands
 
 
 SPACE = SearchSpace(params=PARAMS, default=DEFAULT, template=_template, moves=_moves(),

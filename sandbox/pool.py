@@ -35,6 +35,8 @@ class PoolSettings:
     compare_compile: bool = False
     aot: bool = True                     # CPU mode: compile for sm_90 ahead of time too
     threads_per_worker: int = 1
+    cpu_memory_gb: float = 8.0           # CPU workers: address-space limit (RLIMIT_AS)
+    gpu_memory_fraction: float = 0.8     # GPU workers: torch's per-process cap on the device's memory
     triton_cache: str | None = None
 
 
@@ -51,7 +53,7 @@ def detect_mode(device: str) -> tuple[str, list[int]]:
     return "cpu", [0]
 
 
-def _limits(timeout_s: float):
+def _limits(timeout_s: float, address_space_bytes: int | None):
     def apply() -> None:
         # die with the parent: a killed controller leaves no worker behind (Linux; elsewhere the timeout does)
         try:
@@ -66,6 +68,8 @@ def _limits(timeout_s: float):
         resource.setrlimit(resource.RLIMIT_FSIZE, (2 << 30, 2 << 30))
         cpu = int(timeout_s * 4) + 60
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+        if address_space_bytes:   # CPU workers only: CUDA reserves far more address space than it uses
+            resource.setrlimit(resource.RLIMIT_AS, (address_space_bytes, address_space_bytes))
     return apply
 
 
@@ -105,6 +109,7 @@ class EvaluatorPool:
         request = {
             "mode": self.s.mode, "problem": problem_ref, "candidate_path": str(cand),
             "threads": self.s.threads_per_worker,
+            "gpu_memory_fraction": self.s.gpu_memory_fraction,
             "settings": {"mode": self.s.mode, "seed": secrets.randbits(48), "trials": self.s.trials,
                          "timing_iters": self.s.timing_iters, "compare_compile": self.s.compare_compile,
                          "aot": self.s.aot},
@@ -115,7 +120,8 @@ class EvaluatorPool:
                 sys.executable, "-m", "kernelsearch.sandbox.worker", str(w_fd),
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
                 pass_fds=(w_fd,), start_new_session=True, cwd=workdir, env=scrubbed_env(extra),
-                preexec_fn=_limits(self.s.timeout_s))
+                preexec_fn=_limits(self.s.timeout_s,
+                                   int(self.s.cpu_memory_gb * 2**30) if self.s.mode == "cpu" else None))
         finally:
             os.close(w_fd)
         loop = asyncio.get_running_loop()

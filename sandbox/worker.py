@@ -45,6 +45,8 @@ def main() -> None:
         from kernelsearch.evaluators.problem import load_problem
 
         torch.set_num_threads(int(request.get("threads", 1)))
+        if request["mode"] == "cuda":   # a candidate that allocates without end fails alone, not its neighbours
+            torch.cuda.set_per_process_memory_fraction(float(request.get("gpu_memory_fraction", 0.8)), 0)
         problem = load_problem(request["problem"])
         device_name = None
         if request["mode"] == "cuda":

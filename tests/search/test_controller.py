@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.helpers import CRASH, HANG, STARTER, WRONG, cli, code_reply, replay_file, write_config
+from tests.helpers import CRASH, HANG, STARTER, WRONG, cli, code_reply, replay_file, starter_with, write_config
 
 
 def _rows(db, sql):
@@ -110,3 +110,35 @@ def test_evaluation_budget_stops_the_run(tmp_path):
     db = tmp_path / "ks.db"
     assert _rows(db, "SELECT count(*) FROM evaluation") == [(4,)]
     assert _rows(db, "SELECT stop_reason FROM run") == [("budget_evaluations",)]
+
+
+def test_loud_forking_hungry_and_sleeping_candidates_are_stopped_and_the_run_goes_on(tmp_path):
+    marker = tmp_path / "child-alive"
+    loud = starter_with("import sys\nfor _ in range(100):\n    sys.stdout.write('x' * (1 << 20))")
+    forks = starter_with("import os, time\nfor _ in range(8):\n    if os.fork() == 0:\n"
+                         f"        time.sleep(20)\n        open({str(marker)!r}, 'w').close()\n        os._exit(0)\n"
+                         "time.sleep(3600)")
+    hungry = starter_with("keep = []\nwhile True:\n    keep.append(torch.empty(1 << 28))")
+    good = STARTER.replace("BLOCK=2048", "BLOCK=512")
+    ideas = {"role": "ideas", "text": json.dumps({"ideas": [{"title": "misbehave", "description": "five ways"}]})}
+    replay = replay_file(tmp_path, [ideas] + [code_reply(c) for c in (loud, forks, hungry, HANG, good)])
+    cfg = write_config(tmp_path, llm={"provider": "replay", "replay_file": str(replay)},
+                       search={"rounds": 1, "ideas_per_round": 1, "branches_per_idea": 5, "concurrency": 3},
+                       evaluation={"timeout_s": 15, "trials": 1, "aot_compile": False})
+    t0 = time.time()
+    r = cli("run", str(cfg), "--name", "nasty", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    db = tmp_path / "ks.db"
+    got = dict(_rows(db, "SELECT k.branch, e.status || ': ' || coalesce(e.reason, '') FROM kernel k "
+                         "JOIN evaluation e ON e.kernel_id = k.id WHERE k.idea_id IS NOT NULL"))
+    assert got[0].startswith("ok")                 # 100 MB of output: captured up to the cap, the kernel is fine
+    (detail,) = _rows(db, "SELECT e.detail_json FROM evaluation e JOIN kernel k ON k.id = e.kernel_id "
+                          "WHERE k.branch = 0 AND k.idea_id IS NOT NULL")[0]
+    assert "more bytes dropped" in detail and len(detail) < 200_000
+    assert got[1].startswith("timeout")            # forked children, parent asleep: the whole group is killed
+    assert got[2].startswith("crash") and "memory" in got[2].lower()   # allocation fails at the limit
+    assert got[3].startswith("timeout")
+    assert got[4].startswith("ok")
+    assert _rows(db, "SELECT status, stop_reason FROM run") == [("finished", "rounds_done")]
+    time.sleep(max(0.0, t0 + 26 - time.time()))   # the children would have written the marker by now
+    assert not marker.exists(), "a forked child outlived the kill of its process group"

@@ -37,6 +37,7 @@ class PoolSettings:
     threads_per_worker: int = 1
     cpu_memory_gb: float = 8.0           # CPU workers: address-space limit (RLIMIT_AS)
     gpu_memory_fraction: float = 0.8     # GPU workers: torch's per-process cap on the device's memory
+    isolate_network: bool = True         # an empty network namespace where the platform allows (root)
     triton_cache: str | None = None
 
 
@@ -53,13 +54,16 @@ def detect_mode(device: str) -> tuple[str, list[int]]:
     return "cpu", [0]
 
 
-def _limits(timeout_s: float, address_space_bytes: int | None):
+def _limits(timeout_s: float, address_space_bytes: int | None, network_off: bool):
     def apply() -> None:
         # die with the parent: a killed controller leaves no worker behind (Linux; elsewhere the timeout does)
         try:
             import ctypes
 
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+            if network_off:
+                libc.unshare(0x40000000)    # CLONE_NEWNET: a network namespace with nothing in it (needs root)
         except (OSError, AttributeError):
             pass
         # no core files; a bounded number of open files and a cap on file size; CPU time a little over the timeout
@@ -121,7 +125,8 @@ class EvaluatorPool:
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
                 pass_fds=(w_fd,), start_new_session=True, cwd=workdir, env=scrubbed_env(extra),
                 preexec_fn=_limits(self.s.timeout_s,
-                                   int(self.s.cpu_memory_gb * 2**30) if self.s.mode == "cpu" else None))
+                                   int(self.s.cpu_memory_gb * 2**30) if self.s.mode == "cpu" else None,
+                                   self.s.isolate_network))
         finally:
             os.close(w_fd)
         loop = asyncio.get_running_loop()

@@ -71,3 +71,31 @@ def test_no_key_in_worker_env_even_if_parent_has_it(monkeypatch):
     monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-123")
     assert "MY_SERVICE_TOKEN" in os.environ
     assert "MY_SERVICE_TOKEN" not in scrubbed_env()
+
+
+def _can_unshare_net() -> bool:
+    import subprocess
+
+    return subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode == 0
+
+
+def test_candidate_has_no_network():
+    import socket
+
+    import pytest
+
+    if not _can_unshare_net():
+        pytest.skip("this machine does not allow network namespaces (needs root); network isolation not enforced")
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    port = srv.getsockname()[1]
+    code = starter_with("import socket\ntry:\n"
+                        f"    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n    print('NET-OPEN')\n"
+                        "except OSError as e:\n    print('NET-CLOSED', type(e).__name__)")
+    try:
+        r = _run(code)
+    finally:
+        srv.close()
+    assert r["status"] == "ok", r
+    assert "NET-CLOSED" in r["detail"]["output"] and "NET-OPEN" not in r["detail"]["output"]

@@ -14,6 +14,7 @@ from kernelsearch.config import Config, parse_config
 from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings, detect_mode
 from kernelsearch.search.controller import Controller
 from kernelsearch.store import Run, open_store, session_scope
+from kernelsearch.store.queries import usage
 
 
 class RunError(Exception):
@@ -64,14 +65,8 @@ class Progress:
             self.c.print(f"[bold]finished[/]: {data['reason']}")
 
     def _usage(self) -> tuple[int, float]:
-        from sqlalchemy import func
-
-        from kernelsearch.store import LLMCall
         with session_scope(self.engine) as s:
-            tok, cost = s.exec(select(func.coalesce(func.sum(LLMCall.tokens_in + LLMCall.tokens_out), 0),
-                                      func.coalesce(func.sum(LLMCall.cost_usd), 0.0))
-                               .where(LLMCall.run_id == self.run_id)).one()
-        return int(tok), float(cost)
+            return usage(s, self.run_id)
 
 
 def check_problem(cfg: Config) -> None:

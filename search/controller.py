@@ -26,6 +26,7 @@ from kernelsearch.sandbox.pool import EvaluatorPool
 from kernelsearch.search.seeds import Scored, pick_seeds
 from kernelsearch.store import Evaluation, Idea, Kernel, LLMCall, Run, session_scope
 from kernelsearch.store.models import utcnow
+from kernelsearch.store.queries import usage
 
 EventSink = Callable[[str, dict], None]
 EVAL_COLUMNS = ("status", "reason", "error_text", "stage", "time_ms", "ref_time_ms", "compile_ref_time_ms",
@@ -82,10 +83,7 @@ class Controller:
 
     def _usage(self) -> tuple[int, float]:
         with session_scope(self.engine) as s:
-            tok, cost = s.exec(select(func.coalesce(func.sum(LLMCall.tokens_in + LLMCall.tokens_out), 0),
-                                      func.coalesce(func.sum(LLMCall.cost_usd), 0.0))
-                               .where(LLMCall.run_id == self.run_id)).one()
-        return int(tok), float(cost)
+            return usage(s, self.run_id)
 
     def _kernel_count(self) -> int:
         with session_scope(self.engine) as s:
@@ -105,7 +103,7 @@ class Controller:
 
     # -- stop rules -----------------------------------------------------------------------------------------
     def _check_budgets(self) -> str | None:
-        b, t = self.cfg.budgets, self.cfg.targets
+        b = self.cfg.budgets
         if self.stop_reason:
             return self.stop_reason
         if b.wall_time_s and self._elapsed() >= b.wall_time_s:
@@ -118,13 +116,7 @@ class Controller:
                 return "budget_dollars"
         if b.evaluations and self._kernel_count() >= b.evaluations:
             return "budget_evaluations"
-        best = self._best()
-        if best is not None:
-            if t.speedup and best.speedup and best.speedup >= t.speedup:
-                return "target_speedup"
-            if t.roofline_fraction and best.roofline_fraction and best.roofline_fraction >= t.roofline_fraction:
-                return "target_roofline"
-        return None
+        return self._check_targets_only()
 
     # -- evaluation -----------------------------------------------------------------------------------------
     async def _evaluate(self, kernel_id: int, code: str) -> None:

@@ -479,3 +479,11 @@ def ideas_by_id(session: Session, ids: Iterable[int]) -> dict[int, IdeaRow]:
     if not ids:
         return {}
     return {i.id: i for i in _idea_rows(session, Idea.id.in_(ids))}
+
+
+def usage(session: Session, run_id: int) -> tuple[int, float]:
+    """Tokens (in + out) and dollars spent by a run's LLM calls so far; unpriced calls count as no dollars."""
+    tok, cost = session.execute(select(func.coalesce(func.sum(LLMCall.tokens_in + LLMCall.tokens_out), 0),
+                                       func.coalesce(func.sum(LLMCall.cost_usd), 0.0))
+                                .where(LLMCall.run_id == run_id)).one()
+    return int(tok), float(cost)

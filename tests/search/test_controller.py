@@ -142,3 +142,14 @@ def test_loud_forking_hungry_and_sleeping_candidates_are_stopped_and_the_run_goe
     assert _rows(db, "SELECT status, stop_reason FROM run") == [("finished", "rounds_done")]
     time.sleep(max(0.0, t0 + 26 - time.time()))   # the children would have written the marker by now
     assert not marker.exists(), "a forked child outlived the kill of its process group"
+
+
+def test_token_budget_stops_before_more_code_is_asked_for(tmp_path):
+    cfg = write_config(tmp_path, search={"rounds": 3}, budgets={"tokens": 100},
+                       evaluation={"timeout_s": 60, "trials": 1, "aot_compile": False})
+    r = cli("run", str(cfg), "--name", "t", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    db = tmp_path / "ks.db"
+    assert _rows(db, "SELECT stop_reason FROM run") == [("budget_tokens",)]
+    assert _rows(db, "SELECT role, count(*) FROM llmcall GROUP BY role") == [("ideas", 1)]   # no code call after
+    assert _rows(db, "SELECT count(*) FROM kernel") == [(1,)]                               # only the starter

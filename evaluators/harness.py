@@ -205,7 +205,12 @@ class Evaluator:
                 self._poison_allocator(sum(t.numel() * t.element_size() for t in inputs
                                            if isinstance(t, torch.Tensor)) * 2)
                 # the candidate runs first, on clones, before any reference output exists
+                if self.device == "cuda":
+                    torch.cuda.reset_peak_memory_stats()
                 got = self._call(cand, cand_inputs, "ModelNew.forward")
+                if self.device == "cuda":   # read by export-tsv's peak_vram_mb
+                    peak = torch.cuda.max_memory_allocated() / 2**20
+                    self.detail["peak_vram_mb"] = max(self.detail.get("peak_vram_mb", 0.0), peak)
                 anticheat.alias_check(got, cand_inputs, "ModelNew.forward", "correctness")
                 if _precision_flags() != (False, False, "highest"):
                     raise CandidateFailure(Status.rejected, "the candidate changed the TF32/matmul precision "

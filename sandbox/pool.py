@@ -38,7 +38,10 @@ class PoolSettings:
     cpu_memory_gb: float = 8.0           # CPU workers: address-space limit (RLIMIT_AS)
     gpu_memory_fraction: float = 0.8     # GPU workers: torch's per-process cap on the device's memory
     isolate_network: bool = True         # an empty network namespace where the platform allows (root)
-    triton_cache: str | None = None
+    triton_cache: str | None = None      # default: Triton's own (~/.triton/cache), shared by all workers
+    # torch.compile's caches, shared by all workers so the reference is compiled once per machine, not once
+    # per candidate (each worker's TMPDIR is its own fresh directory, where inductor would otherwise cache)
+    inductor_cache: str = str(Path.home() / ".cache" / "kernelsearch" / "inductor")
 
 
 def detect_mode(device: str) -> tuple[str, list[int]]:
@@ -108,6 +111,7 @@ class EvaluatorPool:
         else:
             extra["TRITON_INTERPRET"] = "1"
             extra["CUDA_VISIBLE_DEVICES"] = ""
+        extra["TORCHINDUCTOR_CACHE_DIR"] = self.s.inductor_cache
         if self.s.triton_cache:
             extra["TRITON_CACHE_DIR"] = self.s.triton_cache
         request = {

@@ -54,11 +54,12 @@ class Progress:
             sp = data["speedup"]
             if data["status"] == "ok" and sp is not None and (self.best is None or sp > self.best):
                 self.best = sp
-            what = f"{sp:.3f}x" if data["status"] == "ok" and sp is not None else (data["reason"] or "")[:90]
+            what = f"{sp:.3g}x" if data["status"] == "ok" and sp is not None else (data["reason"] or "")[:60]
             tok, cost = self._usage()
-            best = f"{self.best:.3f}x" if self.best is not None else "-"
-            self.c.print(f"  kernel {data['kernel_id']:>4}: {data['status']:<13} {what:<40} | round {self.round} "
-                         f"evals {self.done} done {self.queued} queued | best {best} | tokens {tok} ${cost:.4f}")
+            best = f"{self.best:.3g}x" if self.best is not None else "-"
+            self.c.print(f"  k{data['kernel_id']:<4} {data['status']:<13} {what}", markup=False)
+            self.c.print(f"        round {self.round} | evals {self.done} done, {self.queued} queued | best {best} | "
+                         f"{tok} tokens ${cost:.4f}", style="dim", markup=False)
         elif kind == "llm_error":
             self.c.print(f"  [yellow]{data['role']} reply unusable:[/] {str(data['error'])[:200]}")
         elif kind == "finished":
@@ -93,7 +94,9 @@ def start_run(cfg: Config, db: Path, name: str | None, console: Console) -> str:
         s.flush()
         run_id = run.id
     console.print(f"run [bold]{name}[/] in {db}: problem {cfg.problem}, "
-                  f"provider {cfg.role('ideas').provider}/{cfg.role('code').provider}, device {pool.s.mode}")
+                  f"provider {cfg.role('ideas').provider}/{cfg.role('code').provider}, device "
+                  + ("cpu: Triton interpreter, timings labelled cpu-interpreter (not GPU timings)"
+                     if pool.s.mode == "cpu" else f"cuda x{len(pool.s.gpus)}"), markup=False)
     return _drive(cfg, engine, run_id, pool, console, name)
 
 

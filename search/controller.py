@@ -239,7 +239,7 @@ class Controller:
                            branches_wanted=self.cfg.search.branches_per_idea))
         self.emit("ideas", {"round": rnd, "n": len(ideas), "titles": [i.title for i in ideas]})
 
-    async def _code_and_evaluate(self, idea: Idea, branch: int, slot: asyncio.Semaphore | None) -> None:
+    async def _code_and_evaluate(self, idea: Idea, branch: int) -> None:
         if self._check_budgets():
             return
         with session_scope(self.engine) as s:
@@ -284,7 +284,7 @@ class Controller:
         for idea in ideas:
             for b in range(idea.branches_wanted):
                 if (idea.id, b) not in have:
-                    tasks.append(self._code_and_evaluate(idea, b, None))
+                    tasks.append(self._code_and_evaluate(idea, b))
         await asyncio.gather(self._evaluate_queued(), *tasks)
         if not self._check_budgets():
             with session_scope(self.engine) as s:

@@ -93,7 +93,7 @@ def start_run(cfg: Config, db: Path, name: str | None, console: Console) -> str:
         s.add(run)
         s.flush()
         run_id = run.id
-    console.print(f"run [bold]{name}[/] in {db}: problem {cfg.problem}, "
+    console.print(f"run {name} in {db}: problem {cfg.problem}, "
                   f"provider {cfg.role('ideas').provider}/{cfg.role('code').provider}, device "
                   + ("cpu: Triton interpreter, timings labelled cpu-interpreter (not GPU timings)"
                      if pool.s.mode == "cpu" else f"cuda x{len(pool.s.gpus)}"), markup=False)

@@ -70,7 +70,10 @@ def eval_(problem: str = typer.Argument(..., help="a built-in family (softmax) o
     except (ProblemError, RuntimeError) as err:
         _fail(str(err))
     pool = EvaluatorPool(PoolSettings(mode=mode, gpus=gpus, concurrency=1, timeout_s=timeout, trials=trials))
-    result = asyncio.run(pool.evaluate(candidate.read_text(), prob.ref))
+    try:
+        result = asyncio.run(pool.evaluate(candidate.read_text(), prob.ref))
+    finally:
+        pool.close()
     if as_json:
         print(json.dumps(result, default=str))
     else:

@@ -28,7 +28,7 @@ def pool_for(cfg: Config) -> EvaluatorPool:
                                       timeout_s=e.timeout_s, trials=e.trials, timing_iters=e.timing_iters,
                                       compare_compile=e.compare_compile, aot=e.aot_compile,
                                       isolate_network=e.isolate_network, cpu_memory_gb=e.cpu_memory_gb,
-                                      gpu_memory_fraction=e.gpu_memory_fraction))
+                                      gpu_memory_fraction=e.gpu_memory_fraction, fork_server=e.fork_server))
 
 
 class Progress:
@@ -131,3 +131,5 @@ def _drive(cfg: Config, engine, run_id: int, pool: EvaluatorPool, console: Conso
             s.add(run)
         console.print(f"interrupted; `kernelsearch resume {name}` continues the run")
         raise
+    finally:
+        pool.close()

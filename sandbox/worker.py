@@ -14,8 +14,9 @@ import sys
 import traceback
 
 
-def main() -> None:
-    result_fd = int(sys.argv[1])
+def main(result_fd: int | None = None) -> None:
+    """Run one evaluation; `result_fd` is the result pipe (argv[1] when started as a module)."""
+    result_fd = int(sys.argv[1]) if result_fd is None else result_fd
     control = os.fdopen(os.dup(0), "r")
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)

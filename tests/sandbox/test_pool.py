@@ -99,3 +99,23 @@ def test_candidate_has_no_network():
         srv.close()
     assert r["status"] == "ok", r
     assert "NET-CLOSED" in r["detail"]["output"] and "NET-OPEN" not in r["detail"]["output"]
+
+
+def test_cpu_workers_are_forked_from_the_fork_server_and_exec_still_works():
+    code = starter_with("import os\nprint('PARENT', os.getppid(), 'GROUP', os.getpgrp() == os.getpid())")
+
+    async def go(fork):
+        pool = EvaluatorPool(PoolSettings(mode="cpu", concurrency=1, trials=1, aot=False, fork_server=fork))
+        try:
+            r = await pool.evaluate(code, {"builtin": "softmax"})
+            zygote = pool._zygote.proc.pid if pool._zygote else None
+        finally:
+            pool.close()
+        return r, zygote
+
+    r, zygote = asyncio.run(go(None))   # the default on the CPU: the fork server
+    assert r["status"] == "ok", r
+    assert f"PARENT {zygote} GROUP True" in r["detail"]["output"]   # its own process group, for the kill
+    r, zygote = asyncio.run(go(False))
+    assert zygote is None and r["status"] == "ok", r
+    assert "GROUP True" in r["detail"]["output"]

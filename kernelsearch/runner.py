@@ -97,7 +97,18 @@ def start_run(cfg: Config, db: Path, name: str | None, console: Console) -> str:
                   f"provider {cfg.role('ideas').provider}/{cfg.role('code').provider}, device "
                   + ("cpu: Triton interpreter, timings labelled cpu-interpreter (not GPU timings)"
                      if pool.s.mode == "cpu" else f"cuda x{len(pool.s.gpus)}"), markup=False)
+    _warn_unpriced(cfg, console)
     return _drive(cfg, engine, run_id, pool, console, name)
+
+
+def _warn_unpriced(cfg: Config, console: Console) -> None:
+    from kernelsearch.agent.cost import unpriced_models
+
+    missing = unpriced_models(cfg.prices, [cfg.role("ideas"), cfg.role("code")])
+    if missing:
+        budget = " The dollar budget cannot count them." if cfg.budgets.dollars else ""
+        console.print(f"warning: no price for {', '.join(missing)} in `prices:`; their calls are recorded as "
+                      f"unpriced.{budget}", markup=False)
 
 
 def resume_run(name: str, db: Path, console: Console) -> str:

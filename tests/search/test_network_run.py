@@ -34,6 +34,7 @@ def test_openai_compatible_run_and_the_key_stays_out(tmp_path):
         r = cli("run", str(cfg), "--name", "net", cwd=tmp_path, env={"LOOP_API_KEY": SECRET})
         assert r.returncode == 0, r.stdout + r.stderr
         assert llm.count() == 3   # one idea call, two code calls
+        assert "no price" not in r.stdout
     db = tmp_path / "ks.db"
     con = sqlite3.connect(db)
     statuses = con.execute("SELECT e.status FROM evaluation e JOIN kernel k ON k.id = e.kernel_id "
@@ -62,6 +63,7 @@ def test_wrong_key_is_a_clear_error_and_not_retried(tmp_path):
         r = cli("run", str(cfg), "--name", "bad-key", cwd=tmp_path, env={"LOOP_API_KEY": "sk-wrong-key-123"})
         assert llm.count() == 1   # a 401 is not retried
     assert r.returncode == 2
+    assert "warning: no price for loop-model" in r.stdout   # this config set no prices
     line, = r.stderr.strip().splitlines()
     assert line.startswith("error: ") and "$LOOP_API_KEY" in line and "resume bad-key" in line   # names the variable
     assert "sk-wrong-key-123" not in line

@@ -102,6 +102,7 @@ class EvaluationConfig(_Strict):
 
 class Config(_Strict):
     problem: str                                    # a built-in family (softmax) or a KernelBench .py file
+    starter: Optional[Path] = None                  # a ModelNew file to start from (a family has its own)
     name: Optional[str] = None                      # the run's name; default: problem + time
     store: Path = Path("runs/kernelsearch.db")
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -125,6 +126,19 @@ class Config(_Strict):
         elif v not in family_names():
             raise ValueError(f"unknown problem {v!r}; built-in families: {', '.join(family_names())}")
         return v
+
+    @model_validator(mode="after")
+    def _starter_known(self) -> "Config":
+        is_file = self.problem.endswith(".py") or "/" in self.problem
+        if self.starter is not None and not self.starter.is_file():
+            raise ValueError(f"starter: file not found: {self.starter}")
+        if is_file and self.starter is None:
+            raise ValueError(f"starter: problem {self.problem} is a KernelBench file, which has no starter kernel: "
+                             "give `starter:` (a file defining ModelNew) to seed round 0")
+        if is_file and "offline" in (self.role("ideas").provider, self.role("code").provider):
+            raise ValueError("llm.provider: the offline provider searches a built-in family's space; a KernelBench "
+                             "file needs an LLM provider (openai, anthropic, openai-compatible) or replay")
+        return self
 
     @model_validator(mode="after")
     def _roles_complete(self) -> "Config":
@@ -160,10 +174,12 @@ def parse_config(data: dict, source: str = "config", base_dir: Path | None = Non
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of keys, not {type(data).__name__}")
     data = dict(data)
-    if base_dir is not None and isinstance(data.get("problem"), str):
-        p = data["problem"]
-        if (p.endswith(".py") or "/" in p) and not Path(p).is_absolute() and not Path(p).exists():
-            data["problem"] = str(base_dir / p)
+    if base_dir is not None:   # relative paths in a config file are relative to the file when not to the cwd
+        for key in ("problem", "starter"):
+            p = data.get(key)
+            if isinstance(p, str) and (p.endswith(".py") or "/" in p) and not Path(p).is_absolute() \
+                    and not Path(p).exists():
+                data[key] = str(base_dir / p)
     try:
         return Config.model_validate(data)
     except ValidationError as err:

@@ -160,10 +160,7 @@ class Controller:
         with session_scope(self.engine) as s:
             if s.exec(select(Kernel.id).where(Kernel.run_id == self.run_id)).first() is not None:
                 return
-            code = self.problem.starter_source
-            if code is None:
-                raise RuntimeError(f"problem {self.problem.name!r} has no starter kernel; "
-                                   "a KernelBench file needs one given with --starter")
+            code = self.cfg.starter.read_text() if self.cfg.starter else self.problem.starter_source
             s.add(Kernel(run_id=self.run_id, round=0, code=code, code_hash=code_hash(code)))
 
     def _seeds(self) -> list[SeedView]:

@@ -52,9 +52,21 @@ def get_init_inputs():
     return []
 ''')
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(yaml.safe_dump({"problem": str(prob), "store": str(tmp_path / "ks.db"),
+    cfg.write_text(yaml.safe_dump({"problem": str(prob), "store": str(tmp_path / "ks.db"), "starter": str(prob),
                                    "llm": {"provider": "replay", "replay_file": str(prob)}}))
     r = cli("run", str(cfg), cwd=tmp_path, timeout=120)
     assert r.returncode == 2
     assert "variance check" in r.stderr and "allow_degenerate_problem" in r.stderr
     assert not (tmp_path / "ks.db").exists()
+
+
+def test_kernelbench_file_needs_a_starter_and_an_llm(tmp_path):
+    prob = tmp_path / "19_ReLU.py"
+    prob.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                    "        return torch.relu(x)\ndef get_inputs():\n    return [torch.randn(4, 9)]\n"
+                    "def get_init_inputs():\n    return []\n")
+    for extra, expected in (({}, "starter: problem"), ({"starter": str(prob)}, "llm.provider: the offline")):
+        cfg = tmp_path / "c.yaml"
+        cfg.write_text(yaml.safe_dump({"problem": str(prob), "store": str(tmp_path / "ks.db"), **extra}))
+        r = cli("run", str(cfg), cwd=tmp_path, timeout=120)
+        assert r.returncode == 2 and expected in r.stderr, r.stderr

@@ -153,3 +153,60 @@ def test_token_budget_stops_before_more_code_is_asked_for(tmp_path):
     assert _rows(db, "SELECT stop_reason FROM run") == [("budget_tokens",)]
     assert _rows(db, "SELECT role, count(*) FROM llmcall GROUP BY role") == [("ideas", 1)]   # no code call after
     assert _rows(db, "SELECT count(*) FROM kernel") == [(1,)]                               # only the starter
+
+
+RELU_PROBLEM = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(16, 1003)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+RELU_KERNEL = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _relu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=offs < n)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        n = x.numel()
+        _relu[(triton.cdiv(n, BLOCK_SIZE),)](x, y, n, BLOCK=BLOCK_SIZE)
+        return y
+'''
+
+
+def test_kernelbench_file_run_from_a_given_starter(tmp_path):
+    (tmp_path / "relu.py").write_text(RELU_PROBLEM)
+    (tmp_path / "relu_start.py").write_text(RELU_KERNEL + "\n\nBLOCK_SIZE = 256\n")
+    ideas = {"role": "ideas", "text": json.dumps({"ideas": [
+        {"title": "bigger blocks", "description": "1024 elements per program: fewer programs"}]})}
+    replay = replay_file(tmp_path, [ideas, code_reply(RELU_KERNEL + "\n\nBLOCK_SIZE = 1024\n")])
+    cfg = write_config(tmp_path, problem="relu.py", starter="relu_start.py",
+                       llm={"provider": "replay", "replay_file": str(replay)},
+                       search={"rounds": 1, "ideas_per_round": 1, "branches_per_idea": 1},
+                       evaluation={"timeout_s": 60, "trials": 1, "aot_compile": False})
+    r = cli("run", str(cfg), "--name", "kb", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    db = tmp_path / "ks.db"
+    assert _rows(db, "SELECT k.round, e.status FROM kernel k JOIN evaluation e ON e.kernel_id = k.id "
+                     "ORDER BY k.id") == [(0, "ok"), (1, "ok")]
+    tree = cli("tree", "kb", "--db", str(db), cwd=tmp_path)
+    assert "bigger blocks" in tree.stdout

@@ -16,7 +16,7 @@ import socket
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelsearch.sandbox.env import scrubbed_env
@@ -321,7 +321,3 @@ def _kill_group(pid: int) -> None:
             kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-
-
-def settings_dict(s: PoolSettings) -> dict:
-    return asdict(s)

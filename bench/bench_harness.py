@@ -74,7 +74,24 @@ def _brief(r: dict) -> str:
         s += f" x{r['speedup']:.2f}"
     if r.get("status") != "ok":
         s += f" [{r.get('stage')}] {str(r.get('reason') or r.get('error_text') or '')[:300]}"
-    return s + f" (wall {r.get('wall_s', 0):.1f} s)"
+    d = r.get("detail") or {}
+    stages = " ".join(f"{k}={v:.2f}" for k, v in (d.get("stage_s") or {}).items())
+    return s + f" (wall {r.get('wall_s', 0):.1f} s; lease wait {d.get('lease_wait_s', 0):.2f}; {stages})"
+
+
+def _stage_means(results: list[dict]) -> str:
+    """Mean seconds per stage over the evaluations, and the rest of the wall time (worker start, CUDA init)."""
+    sums: dict[str, float] = {}
+    rest = 0.0
+    for r in results:
+        st = (r.get("detail") or {}).get("stage_s") or {}
+        for k, v in st.items():
+            sums[k] = sums.get(k, 0.0) + v
+        top = sum(v for k, v in st.items() if not k.startswith("timing_"))
+        rest += r.get("wall_s", 0.0) - top
+    n = max(len(results), 1)
+    parts = [f"{k} {v / n:.2f}" for k, v in sums.items()] + [f"outside the harness {rest / n:.2f}"]
+    return "mean s per evaluation: " + ", ".join(parts)
 
 
 async def _batch(pool, items: list[tuple[str, str, str]]) -> list[dict]:
@@ -113,6 +130,9 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--per-family", type=int, default=8)
     ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--fork-server", choices=["on", "off"], default="on",
+                    help="workers forked from a torch-loaded parent (on) or a fresh interpreter each (off)")
+    ap.add_argument("--compare-compile", action="store_true", help="also time torch.compile(reference)")
     ap.add_argument("--dry-run", action="store_true", help="CPU interpreter, 2 candidates, no do_bench")
     ap.add_argument("--deadline", type=float, default=330.0, help="watchdog: exit after this many seconds")
     args = ap.parse_args()
@@ -148,10 +168,13 @@ def main() -> int:
         except Exception:  # noqa: BLE001
             failures.append(f"rendering {fam} candidates:\n{traceback.format_exc()}")
             _say("FAIL " + failures[-1])
-    pool = EvaluatorPool(PoolSettings(mode=mode, gpus=[0], concurrency=conc, timeout_s=150))
+    pool = EvaluatorPool(PoolSettings(mode=mode, gpus=[0], concurrency=conc, timeout_s=150,
+                                      fork_server=args.fork_server == "on", compare_compile=args.compare_compile))
+    _say(f"fork server {args.fork_server}, torch.compile timed: {args.compare_compile}")
+    loop = asyncio.new_event_loop()   # one loop for every batch: the fork server's reader lives on it
     _say(f"\n[1] throughput: {len(items)} candidates")
     t0 = time.monotonic()
-    results = asyncio.run(_batch(pool, items)) if items else []
+    results = loop.run_until_complete(_batch(pool, items)) if items else []
     wall = time.monotonic() - t0
     per_min = len(results) / wall * 60 if wall > 0 else 0.0
     by_status: dict[str, int] = {}
@@ -160,20 +183,27 @@ def main() -> int:
         if r.get("status") != "ok":
             failures.append(f"{label}: {_brief(r)}")
     _say(f"  {len(results)} evaluations in {wall:.1f} s = {per_min:.1f} per minute; statuses {by_status}")
-    rows.append(("evaluations / minute (1 GPU, all stages)", f"{per_min:.1f}", ">= 30"))
+    _say("  " + _stage_means(results))
+    rows.append((f"evaluations / minute (1 GPU, all stages, concurrency {conc}, fork server {args.fork_server}"
+                 f"{', torch.compile timed' if args.compare_compile else ''})", f"{per_min:.1f}", ">= 30"))
+    under_load = {fam: _time_of(r) for (label, fam, _), r in zip(items, results) if label.startswith(f"{fam}#0")}
 
     # 2. repeatability + 3. agreement ---------------------------------------------------------------------------
     starters = {fam: src for label, fam, src in items if label.startswith(f"{fam}#0")}
     for fam, src in starters.items():
         _say(f"\n[2] {fam} starter timed in two evaluations")
         # one after the other: a concurrent candidate's correctness stage would share the GPU with the timing
-        pair = [asyncio.run(_batch(pool, [(f"{fam} starter, evaluation {i + 1}", fam, src)]))[0] for i in range(2)]
+        pair = [loop.run_until_complete(_batch(pool, [(f"{fam} starter, evaluation {i + 1}", fam, src)]))[0]
+                for i in range(2)]
         times = [_time_of(r) for r in pair]
         ours = None
         if all(t is not None for t in times):
             spread = abs(times[0] - times[1]) / min(times) * 100
             ours = statistics.median(times)
             rows.append((f"{fam}: repeat spread of medians", f"{spread:.2f} %", "<= 1 %"))
+            if under_load.get(fam):
+                amid = f"{(under_load[fam] / ours - 1) * 100:+.2f} %"
+                rows.append((f"{fam}: starter timed amid the batch vs alone", amid, "(for the note)"))
         else:
             failures.append(f"{fam} repeat: no time in {[_brief(r) for r in pair]}")
             rows.append((f"{fam}: repeat spread of medians", "FAILED", "<= 1 %"))
@@ -203,6 +233,8 @@ def main() -> int:
     for f in failures:
         _say("  - " + f.replace("\n", "\n    "))
     timer.cancel()
+    pool.close()
+    loop.close()
     return 0
 
 

@@ -77,6 +77,7 @@ class _Zygote:
         self._exits: dict[int, asyncio.Future] = {}
         self._reader: asyncio.Task | None = None
         self._starting = asyncio.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def _start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -114,6 +115,11 @@ class _Zygote:
         self._spawned.clear()
 
     async def spawn(self, request: dict, fds: list[int]) -> int:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:   # a pool used from a new event loop: the old reader task is gone with its loop
+            self.close()
+            self.proc, self.sock, self._loop = None, None, loop
+            self._spawned, self._exits, self._starting = {}, {}, asyncio.Lock()
         async with self._starting:   # one start, however many candidates arrive at once
             if self.proc is None or self.proc.returncode is not None:
                 await self._start()
@@ -236,6 +242,7 @@ class EvaluatorPool:
         result: dict | None = None
         held: asyncio.Lock | None = None
         lease_t0 = 0.0
+        lease_wait = 0.0
         spent = 0.0            # seconds charged to the candidate (lease waits excluded)
         mark = time.monotonic()
         try:
@@ -250,8 +257,10 @@ class EvaluatorPool:
                 if msg["type"] == "lease_request":
                     spent += time.monotonic() - mark
                     held = self._leases[gpu]
+                    asked = time.monotonic()
                     await held.acquire()
                     lease_t0 = time.monotonic()
+                    lease_wait = lease_t0 - asked
                     mark = lease_t0
                     worker.write(b"grant\n")
                 elif msg["type"] == "result":
@@ -284,6 +293,7 @@ class EvaluatorPool:
         result["gpu_index"] = gpu if self.s.mode == "cuda" else None
         result["wall_s"] = time.monotonic() - t0
         result.setdefault("detail", {})["output"] = output[-8000:]
+        result["detail"]["lease_wait_s"] = round(lease_wait, 3)
         return result
 
 

@@ -142,11 +142,49 @@ class _Zygote:
             _kill_group(self.proc.pid)
 
 
+class DeviceLease:
+    """One GPU's lease: many `shared` holders (correctness checks) or one `exclusive` holder (a timing), never
+    both, so nothing else runs on a device while a candidate is timed on it. A waiting timing goes first: no new
+    shared holder is admitted while one waits, and shared holds are short (one shape case each)."""
+
+    def __init__(self) -> None:
+        self._cond = asyncio.Condition()
+        self._shared = 0
+        self._exclusive = False
+        self._waiting = 0
+
+    async def acquire(self, kind: str) -> None:
+        async with self._cond:
+            if kind == "exclusive":
+                self._waiting += 1
+                try:
+                    await self._cond.wait_for(lambda: not self._exclusive and self._shared == 0)
+                finally:
+                    self._waiting -= 1
+                self._exclusive = True
+            elif kind == "shared":
+                await self._cond.wait_for(lambda: not self._exclusive and self._waiting == 0)
+                self._shared += 1
+            else:
+                raise ValueError(f"lease kind must be shared or exclusive, not {kind!r}")
+
+    def release(self, kind: str) -> None:
+        if kind == "exclusive":
+            self._exclusive = False
+        else:
+            self._shared -= 1
+        asyncio.get_running_loop().create_task(self._notify())
+
+    async def _notify(self) -> None:
+        async with self._cond:
+            self._cond.notify_all()
+
+
 class EvaluatorPool:
     def __init__(self, settings: PoolSettings):
         self.s = settings
         self._slots = asyncio.Semaphore(settings.concurrency)
-        self._leases = {g: asyncio.Lock() for g in settings.gpus}   # one timing at a time per device
+        self._leases = {g: DeviceLease() for g in settings.gpus}   # one timing at a time per device, alone
         self._load = {g: 0 for g in settings.gpus}
         self.lease_log: list[tuple[int, float, float]] = []          # (gpu, start, end) of each timing
         interp = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""} if settings.mode == "cpu" else {}
@@ -240,7 +278,7 @@ class EvaluatorPool:
         drainer = asyncio.create_task(drain())
         worker.write((json.dumps(request) + "\n").encode())
         result: dict | None = None
-        held: asyncio.Lock | None = None
+        held: str | None = None   # the kind of lease this worker holds now
         lease_t0 = 0.0
         lease_wait = 0.0
         spent = 0.0            # seconds charged to the candidate (lease waits excluded)
@@ -256,13 +294,21 @@ class EvaluatorPool:
                 msg = json.loads(line)
                 if msg["type"] == "lease_request":
                     spent += time.monotonic() - mark
-                    held = self._leases[gpu]
+                    kind = msg.get("kind", "exclusive")
                     asked = time.monotonic()
-                    await held.acquire()
-                    lease_t0 = time.monotonic()
-                    lease_wait = lease_t0 - asked
-                    mark = lease_t0
+                    await self._leases[gpu].acquire(kind)
+                    held = kind
+                    now = time.monotonic()
+                    lease_wait += now - asked
+                    if kind == "exclusive":
+                        lease_t0 = now
+                    mark = now
                     worker.write(b"grant\n")
+                elif msg["type"] == "lease_release" and held is not None:
+                    self._leases[gpu].release(held)
+                    if held == "exclusive":
+                        self.lease_log.append((gpu, lease_t0, time.monotonic()))
+                    held = None
                 elif msg["type"] == "result":
                     result = msg["result"]
                     break
@@ -273,8 +319,9 @@ class EvaluatorPool:
             result = {"status": "crash", "stage": "worker", "reason": f"garbled message from the worker: {err}"}
         finally:
             if held is not None:
-                held.release()
-                self.lease_log.append((gpu, lease_t0, time.monotonic()))
+                self._leases[gpu].release(held)
+                if held == "exclusive":
+                    self.lease_log.append((gpu, lease_t0, time.monotonic()))
             _kill_group(worker.pid)
             worker.close()
         rc = await worker.wait()

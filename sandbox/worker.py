@@ -32,12 +32,15 @@ def main(result_fd: int | None = None) -> None:
         os.environ["TRITON_INTERPRET"] = "1"   # before triton defines any kernel
 
     @contextlib.contextmanager
-    def lease():
-        send({"type": "lease_request"})
+    def lease(kind: str = "exclusive"):
+        send({"type": "lease_request", "kind": kind})
         grant = control.readline().strip()
         if grant != "grant":
             raise RuntimeError(f"lease refused: {grant!r}")
-        yield
+        try:
+            yield
+        finally:
+            send({"type": "lease_release"})
 
     try:
         import torch

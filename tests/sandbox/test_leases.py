@@ -66,3 +66,35 @@ def test_pick_gpu_prefers_the_least_loaded():
     assert pool._pick_gpu() == 1
     pool._load.update({0: 1, 1: 1, 2: 1})
     assert pool._pick_gpu() == 0
+
+
+def test_device_lease_keeps_checks_off_a_device_while_it_times():
+    """Shared holders (correctness) overlap each other, never an exclusive one (timing); a waiting timing is
+    not starved by a stream of new checks."""
+    import asyncio
+
+    from kernelsearch.sandbox.pool import DeviceLease
+
+    events: list[tuple[str, str, float]] = []
+
+    async def hold(lease, kind, name, seconds, delay=0.0):
+        await asyncio.sleep(delay)
+        await lease.acquire(kind)
+        events.append(("start", name, asyncio.get_running_loop().time()))
+        await asyncio.sleep(seconds)
+        events.append(("end", name, asyncio.get_running_loop().time()))
+        lease.release(kind)
+
+    async def main():
+        lease = DeviceLease()
+        await asyncio.gather(hold(lease, "shared", "c1", 0.2), hold(lease, "shared", "c2", 0.2),
+                             hold(lease, "exclusive", "t1", 0.1, delay=0.05),
+                             hold(lease, "shared", "c3", 0.1, delay=0.1))
+
+    asyncio.run(main())
+    at = {(kind, name): t for kind, name, t in events}
+    # c1 and c2 overlap (both started before either ended)
+    assert max(at[("start", "c1")], at[("start", "c2")]) < min(at[("end", "c1")], at[("end", "c2")])
+    # the timing starts only after both checks ended, and c3 (asked while the timing waited) after it ended
+    assert at[("start", "t1")] >= max(at[("end", "c1")], at[("end", "c2")])
+    assert at[("start", "c3")] >= at[("end", "t1")]

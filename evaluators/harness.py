@@ -74,7 +74,6 @@ def stability_inputs(name: str, values: list, dtype: str, seed: int) -> list:
     """Transform the floating inputs of a case: `large` (x 1e3; x 10 in fp16, whose range is small), `tiny`
     (x 1e-4), `mixed` (each element scaled by 10^U(-3, 3)), `equal` (every row the same value along the last
     dimension). Integer inputs (targets, indices) are left as they are."""
-    gen = torch.Generator().manual_seed(seed)
     out = []
     for v in values:
         if isinstance(v, torch.Tensor) and v.is_floating_point():
@@ -84,8 +83,9 @@ def stability_inputs(name: str, values: list, dtype: str, seed: int) -> list:
             elif name == "tiny":
                 x = x * 1e-4
             elif name == "mixed":
-                x = x * torch.pow(10.0, torch.empty(x.shape, dtype=torch.float64).uniform_(-3, 3, generator=gen)
-                                  .to(x.device))
+                gen = torch.Generator(device=x.device).manual_seed(seed)   # drawn where x is (fast on a GPU)
+                x = x * torch.pow(10.0, torch.empty(x.shape, dtype=torch.float64, device=x.device)
+                                  .uniform_(-3, 3, generator=gen))
             elif name == "equal" and x.dim() >= 1:
                 x = x[..., :1].expand_as(x).contiguous()
             else:

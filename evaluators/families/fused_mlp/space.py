@@ -22,6 +22,12 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 
+def _depth(stages, x):
+    # fp32 tiles take twice the shared memory of the 16-bit tiles the depth was tuned for (fp32 matmul at 4
+    # stages: 360 KB > the H200's 227 KB): fp32, checked for correctness rather than tuned, runs one stage deep
+    return 1 if x.element_size() == 4 else stages
+
+
 @triton.jit
 def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
     # grouped order: GROUP_M tiles down before moving right, so concurrent programs share x rows and
@@ -75,7 +81,7 @@ def _linear(x, w, y, act, tma, bm, bn, bk, warps, stages):
     grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
     _linear_kernel[grid](x_src, w_src, y, M, N, K, x.stride(0), w.stride(0), y.stride(0), BM=bm, BN=bn, BK=bk,
                          GROUP_M=$GROUP_M, ACT=act, USE_TMA=use_tma, PRECISION=precision,
-                         num_warps=warps, num_stages=stages)
+                         num_warps=warps, num_stages=_depth(stages, x))
 
 
 def _tma_ok(*tensors):
@@ -136,7 +142,7 @@ def _mlp(x, wg, wu, wd):
     grid = (triton.cdiv(M, $GU_BM) * triton.cdiv(inter, $GU_BN),)
     _gate_up_kernel[grid](x_src, wg_src, wu_src, h, M, inter, H, x.stride(0), wg.stride(0), h.stride(0),
                           BM=$GU_BM, BN=$GU_BN, BK=$GU_BK, GROUP_M=$GROUP_M, USE_TMA=use_tma,
-                          PRECISION=precision, num_warps=$gu_warps, num_stages=$gu_stages)
+                          PRECISION=precision, num_warps=$gu_warps, num_stages=_depth($gu_stages, x))
     y = torch.empty((M, H), dtype=x.dtype, device=x.device)
     _linear(h, wd, y, False, $TMA, $D_BM, $D_BN, $D_BK, $down_warps, $down_stages)
     return y

@@ -17,7 +17,7 @@ from typing import Callable, ContextManager
 import torch
 
 from kernelsearch.evaluators import anticheat
-from kernelsearch.evaluators.correctness import compare, flatten
+from kernelsearch.evaluators.correctness import Comparison, compare, flatten
 from kernelsearch.evaluators.problem import DTYPES, Case, Problem, load_source_module
 from kernelsearch.evaluators.static import check_source
 from kernelsearch.evaluators.status import CandidateFailure, Status
@@ -107,6 +107,36 @@ def _references(ref, inputs: list) -> tuple:
         hi = torch.float64 if n_el <= F64_MAX_ELEMENTS else torch.float32
         want_hi = copy.deepcopy(ref).to(hi)(*_to_hi(inputs, hi))
     return want, want_hi
+
+
+EAGER_SLACK = 2.0   # on inputs the dtype cannot resolve, a candidate may be up to this many times eager's error
+
+
+def _normwise_error(got, want_hi) -> float:
+    """max over outputs of ||got - ref||_2 / ||ref||_2, in float64; NaN/Inf anywhere is infinite error."""
+    worst = 0.0
+    for g, h in zip(flatten(got), flatten(want_hi)):
+        if not isinstance(g, torch.Tensor) or not g.is_floating_point():
+            continue
+        g64, h64 = g.detach().double(), h.detach().to(device=g.device, dtype=torch.float64)
+        if not bool(torch.isfinite(g64).all()):
+            return float("inf")
+        h64 = torch.nan_to_num(h64)
+        worst = max(worst, float((g64 - h64).norm() / h64.norm().clamp_min(1e-300)))
+    return worst
+
+
+def _no_worse_than_eager(got, want, want_hi, failed: Comparison) -> Comparison:
+    """Pass when the candidate's normwise error is within EAGER_SLACK times eager's own (dtype, shape and
+    non-finite values were already checked by `compare` and are kept as failures)."""
+    if "values off by more than" not in failed.reason:
+        return failed   # shape, dtype, device, type or NaN/Inf: not a question of precision
+    mine, eager = _normwise_error(got, want_hi), _normwise_error(want, want_hi)
+    if mine <= EAGER_SLACK * eager + 1e-12:
+        return Comparison(True, "", failed.max_abs, failed.max_rel, 0)
+    failed.reason += (f"; normwise error {mine:.3g} against float64 is over {EAGER_SLACK:g}x eager's own "
+                      f"({eager:.3g}) on inputs this dtype cannot resolve")
+    return failed
 
 
 def _overflows(want, want_hi) -> bool:
@@ -278,8 +308,15 @@ class Evaluator:
                 self.detail["cases"].append({"case": f"{case.describe()} {name}", "skipped": "out of range"})
                 continue
             cmp = compare(got, want, want_hi, atol, rtol)
+            judged = "tolerance"
+            if not cmp.ok and not compare(want, want, want_hi, atol, rtol).ok:
+                # PyTorch's own answer at this dtype misses the tolerance too: the inputs are past what the dtype
+                # can resolve (bf16 matmul or attention on inputs x 1e3: cancellation of 1e6-sized terms, seen
+                # on an H200). The candidate must then be no worse than eager, normwise, against float64.
+                cmp = _no_worse_than_eager(got, want, want_hi, cmp)
+                judged = "eager's own error"
             self.detail["cases"].append({"case": f"{case.describe()} {name}", "trial": 0, "ok": cmp.ok,
-                                         "max_abs": cmp.max_abs, "max_rel": cmp.max_rel})
+                                         "max_abs": cmp.max_abs, "max_rel": cmp.max_rel, "judged_by": judged})
             if not cmp.ok:
                 raise CandidateFailure(Status.incorrect, f"stability check ({name} inputs) on {case.describe()}: "
                                        f"{cmp.reason}", cmp.detail or None, stage="correctness")

@@ -33,3 +33,26 @@ def test_dropping_eps_passes_plain_inputs_but_fails_tiny_ones():
     assert r["reason"].startswith("stability check (tiny inputs)")
     plain = [c for c in r["detail"]["cases"] if "tiny" not in c["case"]]
     assert plain and all(c["ok"] for c in plain)      # every plain case passed first
+
+
+def test_inputs_past_the_dtype_are_judged_against_eagers_own_error():
+    """Where eager itself misses the tolerance (bf16 matmul on inputs x 1e3 on an H200), a candidate passes
+    when its normwise error is within EAGER_SLACK of eager's, and fails when it is well beyond; NaN and shape
+    failures are never excused."""
+    from kernelsearch.evaluators.correctness import compare
+    from kernelsearch.evaluators.harness import EAGER_SLACK, _no_worse_than_eager
+
+    gen = torch.Generator().manual_seed(0)
+    exact = torch.randn(64, 96, generator=gen, dtype=torch.float64) * 1e3
+    noise = torch.randn(64, 96, generator=gen, dtype=torch.float64)
+    eager = (exact + 30 * noise).float()
+    atol, rtol = 0.1, 0.16
+    assert not compare(eager, eager, exact, atol, rtol).ok          # eager misses the tolerance here
+    near = (exact + 30 * noise.roll(1, 0)).float()                  # as wrong as eager, elsewhere
+    far = (exact + 30 * (EAGER_SLACK + 2) * noise.roll(1, 0)).float()
+    nan = near.clone()
+    nan[3, 5] = float("nan")
+    for got, ok in ((near, True), (far, False), (nan, False), (near[:, :-1], False)):
+        first = compare(got, eager, exact, atol, rtol)
+        assert not first.ok
+        assert _no_worse_than_eager(got, eager, exact, first).ok is ok

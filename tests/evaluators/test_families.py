@@ -264,3 +264,20 @@ def test_structural_variant_compiles_for_sm90(name, param, value, tmp_path):
     assert report, f"{name} {param}={value}: launched no kernel"
     for k in report:
         assert k["shared"] <= SM90_SHARED_MAX, f"{name} {param}={value}: {k}"
+
+
+# GPU-only cases in a dtype other than the timed case's: tiles tuned for bf16 can overflow shared memory in
+# fp32 (matmul fp32 at 4 stages needed 360 KB on an H200), which compiling the timed case alone cannot show.
+OTHER_DTYPE_CASES = [(f, c.name) for f in FAMILIES for c in _problem(f).cases
+                     if not c.cpu and c.dtype != _problem(f).timed_case.dtype]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,case", OTHER_DTYPE_CASES)
+def test_starter_compiles_for_sm90_in_every_dtype(name, case):
+    from kernelsearch.evaluators.aot import aot_report
+
+    problem = _problem(name)
+    report = aot_report(problem.starter_source, problem, case)
+    assert report["status"] == "ok", f"{name} {case}: {str(report.get('error'))[:600]}"
+    assert report["kernels"], f"{name} {case}: launched no kernel"

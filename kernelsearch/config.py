@@ -93,7 +93,7 @@ class EvaluationConfig(_Strict):
     timing_iters: int = Field(default=50, ge=1)     # timed calls per side (GPU); the CPU interpreter uses fewer
     compare_compile: bool = False                   # also time torch.compile(reference), side by side
     allow_degenerate_problem: bool = False          # run even if the reference output barely varies
-    fork_server: Optional[bool] = None              # workers forked from a torch-loaded parent; None: CPU only
+    fork_server: bool = True                        # workers forked from a torch-loaded parent (CPU and GPU)
     isolate_network: bool = True                    # workers in an empty network namespace (where allowed)
     cpu_memory_gb: float = Field(default=8.0, gt=0)  # CPU workers' address-space limit
     gpu_memory_fraction: float = Field(default=0.8, gt=0, le=1)  # GPU workers' share of the device memory

@@ -38,9 +38,9 @@ class PoolSettings:
     threads_per_worker: int = 1
     cpu_memory_gb: float = 8.0           # CPU workers: address-space limit (RLIMIT_AS)
     gpu_memory_fraction: float = 0.8     # GPU workers: torch's per-process cap on the device's memory
-    # fork workers from a process with torch already imported (~1.6 s saved per candidate); None: on for the
-    # CPU interpreter, off on GPUs until it has been measured there
-    fork_server: bool | None = None
+    # fork workers from a process with torch already imported (~1.6 s saved per candidate); it does not
+    # initialise CUDA, so each forked worker starts its own context (16/16 ok on an H200, 2026-12-03)
+    fork_server: bool = True
     isolate_network: bool = True         # an empty network namespace where the platform allows (root)
     triton_cache: str | None = None      # default: Triton's own (~/.triton/cache), shared by all workers
     # torch.compile's caches, shared by all workers so the reference is compiled once per machine, not once
@@ -188,7 +188,7 @@ class EvaluatorPool:
         self._load = {g: 0 for g in settings.gpus}
         self.lease_log: list[tuple[int, float, float]] = []          # (gpu, start, end) of each timing
         interp = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""} if settings.mode == "cpu" else {}
-        fork = settings.fork_server if settings.fork_server is not None else settings.mode == "cpu"
+        fork = settings.fork_server
         self._zygote = _Zygote(interp) if fork else None
 
     def close(self) -> None:

@@ -113,7 +113,8 @@ def test_cpu_workers_are_forked_from_the_fork_server_and_exec_still_works():
             pool.close()
         return r, zygote
 
-    r, zygote = asyncio.run(go(None))   # the default on the CPU: the fork server
+    assert PoolSettings().fork_server is True   # the default, on the CPU and on GPUs
+    r, zygote = asyncio.run(go(True))
     assert r["status"] == "ok", r
     assert f"PARENT {zygote} GROUP True" in r["detail"]["output"]   # its own process group, for the kill
     r, zygote = asyncio.run(go(False))

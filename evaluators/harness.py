@@ -95,16 +95,18 @@ def stability_inputs(name: str, values: list, dtype: str, seed: int) -> list:
     return out
 
 
-def _references(ref, inputs: list) -> tuple:
+def _references(ref, inputs: list, hi: torch.dtype | None = None) -> tuple:
     """The reference's answer at the problem's dtype (it fixes dtype, shape and device) and the same computed in
-    float64 (float32 above F64_MAX_ELEMENTS input elements), which values are measured against. Every check
+    `hi`: by default float64 (float32 above F64_MAX_ELEMENTS input elements), which values are measured against.
+    Every check
     (correctness, cache, timed outputs) uses both: measured against the low-precision reference instead, a
     correct kernel that rounds once where eager rounds twice fails on a few values near zero (seen on an H200:
     rotary bf16 (4,32,4096,128), 8 of 67M values)."""
     with torch.no_grad():
         want = ref(*inputs)
-        n_el = sum(t.numel() for t in inputs if isinstance(t, torch.Tensor))
-        hi = torch.float64 if n_el <= F64_MAX_ELEMENTS else torch.float32
+        if hi is None:
+            n_el = sum(t.numel() for t in inputs if isinstance(t, torch.Tensor))
+            hi = torch.float64 if n_el <= F64_MAX_ELEMENTS else torch.float32
         want_hi = copy.deepcopy(ref).to(hi)(*_to_hi(inputs, hi))
     return want, want_hi
 
@@ -301,9 +303,7 @@ class Evaluator:
             ref, cand = self._models(case, seed)
             inputs = stability_inputs(name, self.problem.build_inputs(case, seed, self.device), case.dtype, seed)
             got = self._call(cand, _clone(inputs), f"ModelNew.forward ({name} inputs)")
-            with torch.no_grad():
-                want = ref(*inputs)
-                want_hi = copy.deepcopy(ref).to(torch.float64)(*_to_hi(inputs, torch.float64))
+            want, want_hi = _references(ref, inputs, torch.float64)   # float64 at every size: these inputs are hard
             if _overflows(want, want_hi):   # the true answer is outside the dtype's range: nothing to check
                 self.detail["cases"].append({"case": f"{case.describe()} {name}", "skipped": "out of range"})
                 continue
@@ -382,8 +382,9 @@ class Evaluator:
                         t.fill_(float("nan"))
 
         iters = self.s.timing_iters if self.s.mode == "cuda" else max(3, min(self.s.timing_iters, 5))
-        # Prime every side once per input set before the lease: Triton's JIT and torch.compile's compile of
-        # the reference (seconds) then happen while other candidates time, not while this one holds the GPU.
+        # Prime every side once per input set before the exclusive lease: Triton's JIT and torch.compile's
+        # compile of the reference (seconds) then happen beside other candidates' checks (a shared lease), not
+        # while this one holds the GPU alone.
         t0 = time.perf_counter()
         with self.lease("shared"):
             for fn_name, fn in fns.items():

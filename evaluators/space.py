@@ -14,6 +14,16 @@ from typing import Any, Callable
 HEADER = "# kernelsearch-space: "
 _HEADER_RE = re.compile(r"^# kernelsearch-space: (\{.*\})\s*$", re.M)
 
+# Pasted into the prologue of the GEMM-shaped templates (matmul, fused_mlp, flash_attention): each rendered
+# candidate is one standalone file, so the launcher helper travels in its text.
+FP32_DEPTH = '''
+
+def _depth(stages, x):
+    # fp32 tiles take twice the shared memory of the 16-bit tiles the depth was tuned for (fp32 matmul at 4
+    # stages: 360 KB > the H200's 227 KB): fp32, checked for correctness rather than tuned, runs one stage deep
+    return 1 if x.element_size() == 4 else stages
+'''
+
 
 @dataclass(frozen=True)
 class Move:

@@ -188,8 +188,7 @@ class EvaluatorPool:
         self._load = {g: 0 for g in settings.gpus}
         self.lease_log: list[tuple[int, float, float]] = []          # (gpu, start, end) of each timing
         interp = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""} if settings.mode == "cpu" else {}
-        fork = settings.fork_server
-        self._zygote = _Zygote(interp) if fork else None
+        self._zygote = _Zygote(interp) if settings.fork_server else None
 
     def close(self) -> None:
         """Stop the fork server (workers already running are killed on their own timeouts)."""
@@ -283,6 +282,13 @@ class EvaluatorPool:
         lease_wait = 0.0
         spent = 0.0            # seconds charged to the candidate (lease waits excluded)
         mark = time.monotonic()
+
+        def release() -> None:
+            nonlocal held
+            self._leases[gpu].release(held)
+            if held == "exclusive":
+                self.lease_log.append((gpu, lease_t0, time.monotonic()))
+            held = None
         try:
             while True:
                 remaining = self.s.timeout_s - spent - (time.monotonic() - mark)
@@ -305,10 +311,7 @@ class EvaluatorPool:
                     mark = now
                     worker.write(b"grant\n")
                 elif msg["type"] == "lease_release" and held is not None:
-                    self._leases[gpu].release(held)
-                    if held == "exclusive":
-                        self.lease_log.append((gpu, lease_t0, time.monotonic()))
-                    held = None
+                    release()
                 elif msg["type"] == "result":
                     result = msg["result"]
                     break
@@ -319,9 +322,7 @@ class EvaluatorPool:
             result = {"status": "crash", "stage": "worker", "reason": f"garbled message from the worker: {err}"}
         finally:
             if held is not None:
-                self._leases[gpu].release(held)
-                if held == "exclusive":
-                    self.lease_log.append((gpu, lease_t0, time.monotonic()))
+                release()
             _kill_group(worker.pid)
             worker.close()
         rc = await worker.wait()

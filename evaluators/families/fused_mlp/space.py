@@ -14,19 +14,13 @@ from __future__ import annotations
 
 from string import Template
 
-from kernelsearch.evaluators.space import Move, SearchSpace
+from kernelsearch.evaluators.space import FP32_DEPTH, Move, SearchSpace
 
 _PROLOGUE = '''import torch
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
-
-
-def _depth(stages, x):
-    # fp32 tiles take twice the shared memory of the 16-bit tiles the depth was tuned for (fp32 matmul at 4
-    # stages: 360 KB > the H200's 227 KB): fp32, checked for correctness rather than tuned, runs one stage deep
-    return 1 if x.element_size() == 4 else stages
-
+''' + FP32_DEPTH + '''
 
 @triton.jit
 def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):

@@ -170,6 +170,18 @@ def test_structural_variant_is_correct(name, param, value, tmp_path):
         assert err is None, f"{name} {param}={value} on {case.describe()}: {err}"
 
 
+@pytest.mark.parametrize("split", [True, False])
+def test_causal_attention_with_key_blocks_wider_than_query_blocks(split, tmp_path):
+    # BLOCK_N > BLOCK_M: the query block at 64 starts inside a key block; its unmasked loop must stop at the
+    # key block boundary below it (it ran to start_m and double-counted keys 64..127 on an H200 sweep)
+    problem = _problem("flash_attention_causal")
+    space = problem.family.SPACE
+    source = space.render({**space.default, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "split_diagonal": split})
+    case = next(c for c in problem.cases_for("cpu") if c.params["seq"] > 128)
+    err = check(problem, case, source, tmp_path)
+    assert err is None, f"BLOCK_M 64, BLOCK_N 128, split {split} on {case.describe()}: {err}"
+
+
 def test_check_catches_a_wrong_answer(tmp_path):
     # the checker itself can fail: a starter with its output scaled is caught
     problem = _problem("rmsnorm")

@@ -44,7 +44,7 @@ def search(family: str, args, log) -> dict:
         "search": {"rounds": args.rounds, "ideas_per_round": 4, "branches_per_idea": 2, "seeds_per_round": 2,
                    "concurrency": args.concurrency},
         "budgets": {"evaluations": args.evals, "wall_time_s": args.wall},
-        "evaluation": {"timeout_s": 120, "trials": 2, "fork_server": args.fork_server == "on"},
+        "evaluation": {"timeout_s": args.timeout, "trials": 2, "fork_server": args.fork_server == "on"},
     }, source=f"bench_search {family}")
     t0 = time.monotonic()
     start_run(cfg, args.db, name, Console(file=log, width=160))
@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--wall", type=float, default=120.0, help="wall-time budget per search, seconds")
     ap.add_argument("--concurrency", type=int, default=6)
     ap.add_argument("--fork-server", choices=["on", "off"], default="on")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds one evaluation may take (a hung kernel)")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--no-compile", action="store_true")

@@ -294,8 +294,9 @@ PARAMS = {
 }
 
 # measured on an H200 (bf16 8192 x 32000, bench --sweep): online 4096/8 warps 0.195 ms, 2048/4 warps 0.183, with
-# exp2 0.177; per-lane online 0.236, two sweeps 0.259; Liger 0.38
-DEFAULT = {"variant": "online", "BLOCK": 2048, "num_warps": 4, "num_stages": 2, "persistent": False,
+# exp2 0.177; per-lane online 0.236, two sweeps 0.259; Liger 0.38. 2026-12-03 (sleep-ahead timing): 2 stages
+# 0.178, 3 stages 0.160, 1 stage (this) 0.145 ms
+DEFAULT = {"variant": "online", "BLOCK": 2048, "num_warps": 4, "num_stages": 1, "persistent": False,
            "programs_per_sm": 4, "exp2": True, "cache_hints": False, "SPLIT": 8}
 
 

@@ -16,6 +16,38 @@ LOG2E = tl.constexpr(1.4426950408889634)  # jit code may only read constexpr glo
 
 _EXP = {False: "tl.exp({x})", True: "tl.exp2(({x}) * LOG2E)"}
 
+# sweep 1 of the online kernel. `lane`: a running max and sum per lane, rescaled per element (two
+# exponentials per element); `chunk`: each chunk reduced to its max first, one scalar running sum rescaled
+# per chunk (one exponential per element, one cross-warp max per chunk)
+_SWEEP1 = {
+    "lane": """        m = tl.full([BLOCK], float("-inf"), tl.float32)
+        s = tl.zeros([BLOCK], tl.float32)
+        for start in tl.range(0, n_cols, BLOCK, num_stages={num_stages}):
+            cols = start + offs
+            x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf"){HINT1}).to(tl.float32)
+            m_new = tl.maximum(m, x)
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+            s = s * {EXP_ALPHA} + {EXP_X}
+            m = m_new
+        m_row = tl.max(m, axis=0)
+        s_row = tl.sum(s * {EXP_LANE}, axis=0)
+""",
+    "chunk": """        m_row = tl.full([], float("-inf"), tl.float32)
+        s_row = tl.full([], 0.0, tl.float32)
+        for start in tl.range(0, n_cols, BLOCK, num_stages={num_stages}):
+            cols = start + offs
+            x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf"){HINT1}).to(tl.float32)
+            m_new = tl.maximum(m_row, tl.max(x, axis=0))
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+            s_row = s_row * {EXP_ROW_ALPHA} + tl.sum({EXP_X}, axis=0)
+            m_row = m_new
+""",
+}
+# L2 residency between the online kernel's two reads of a row: the first read asks to keep the lines, the
+# second and the output stream past them
+_HINTS = {False: ("", "", ""),
+          True: (', eviction_policy="evict_last"', ', eviction_policy="evict_first"', ', eviction_policy="evict_first"')}
+
 _SINGLE = '''
 
 @triton.jit
@@ -61,29 +93,68 @@ def _softmax_online_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride,
     for row in range(tl.program_id(0), n_rows, step):
         x_row = x_ptr + tl.cast(row, tl.int64) * x_stride
         y_row = y_ptr + tl.cast(row, tl.int64) * y_stride
-        m = tl.full([BLOCK], float("-inf"), tl.float32)
-        s = tl.zeros([BLOCK], tl.float32)
+{SWEEP1}        inv = 1.0 / s_row
         for start in tl.range(0, n_cols, BLOCK, num_stages={num_stages}):
             cols = start + offs
-            x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
-            m_new = tl.maximum(m, x)
-            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-            s = s * {EXP_ALPHA} + {EXP_X}
-            m = m_new
-        m_row = tl.max(m, axis=0)
-        s_row = tl.sum(s * {EXP_LANE}, axis=0)
-        inv = 1.0 / s_row
-        for start in tl.range(0, n_cols, BLOCK, num_stages={num_stages}):
-            cols = start + offs
-            x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+            x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf"){HINT2}).to(tl.float32)
             y = {EXP_OUT} * inv
-            tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=cols < n_cols)
+            tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=cols < n_cols{HINT_STORE})
 
 
 def _launch(x, y, n_rows, n_cols):
     grid = (min(n_rows, _num_programs(x)),) if {PERSISTENT} else (n_rows,)
     _softmax_online_kernel[grid](x, y, n_rows, n_cols, x.stride(0), y.stride(0),
                                  BLOCK={BLOCK}, PERSISTENT={PERSISTENT}, num_warps={num_warps})
+'''
+
+_COOP = '''
+
+@triton.jit
+def _softmax_coop_kernel(x_ptr, y_ptr, slot_ptr, n_cols, x_stride, y_stride, slice_len,
+                         SPLIT: tl.constexpr, BLOCK: tl.constexpr):
+    # SPLIT programs share a row, each holding its slice in registers: x is read from memory once even when a
+    # row is wider than one program can hold. Each publishes (slice max, slice sum of exp) packed in one 64-bit
+    # word with one atomic exchange (the value is its own ready flag: a packed pair is never 0), waits for the
+    # others' words, and combines them. The parts of a row are consecutive program ids, so they are dispatched
+    # together; a part only waits on parts of its own row.
+    pid = tl.program_id(0)
+    row = pid // SPLIT
+    part = pid % SPLIT
+    x_row = x_ptr + tl.cast(row, tl.int64) * x_stride
+    y_row = y_ptr + tl.cast(row, tl.int64) * y_stride
+    cols = part * slice_len + tl.arange(0, BLOCK)
+    mask = (cols < n_cols) & (tl.arange(0, BLOCK) < slice_len)
+    x = tl.load(x_row + cols, mask=mask, other=float("-inf")).to(tl.float32)
+    m = tl.max(x, axis=0)
+    m_safe = tl.where(m == float("-inf"), 0.0, m)
+    s = tl.sum(tl.where(mask, {EXP_PART}, 0.0), axis=0)
+    word = (m.to(tl.uint32, bitcast=True).to(tl.uint64) << 32) | s.to(tl.uint32, bitcast=True).to(tl.uint64)
+    slots = slot_ptr + tl.cast(row, tl.int64) * SPLIT
+    tl.atomic_xchg(slots + part, word.to(tl.int64, bitcast=True), sem="release", scope="gpu")
+    parts = tl.arange(0, SPLIT)
+    words = tl.atomic_add(slots + parts, 0, sem="acquire", scope="gpu")
+    while tl.min(tl.where(words == 0, 0, 1), axis=0) == 0:
+        words = tl.atomic_add(slots + parts, 0, sem="acquire", scope="gpu")
+    u = words.to(tl.uint64, bitcast=True)
+    ms = (u >> 32).to(tl.uint32).to(tl.float32, bitcast=True)
+    ss = (u & 0xFFFFFFFF).to(tl.uint32).to(tl.float32, bitcast=True)
+    m_row = tl.max(ms, axis=0)
+    m_row = tl.where(m_row == float("-inf"), 0.0, m_row)
+    s_row = tl.sum(tl.where(ss > 0, ss * {EXP_COMBINE}, 0.0), axis=0)
+    y = {EXP_OUT} * (1.0 / s_row)
+    tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _launch(x, y, n_rows, n_cols):
+    # the interpreter runs programs one after another, so a part would wait forever for the next one: there
+    # a row is one part (the same code, the exchange with itself); on a GPU the row is cut into SPLIT parts,
+    # more when a part would exceed MAX_PART columns
+    split = max({SPLIT}, triton.cdiv(n_cols, {MAX_PART})) if x.device.type == "cuda" else 1
+    slice_len = triton.cdiv(n_cols, split)
+    block = max(triton.next_power_of_2(slice_len), 16)
+    slots = torch.zeros(n_rows * split, dtype=torch.int64, device=x.device)
+    _softmax_coop_kernel[(n_rows * split,)](x, y, slots, n_cols, x.stride(0), y.stride(0), slice_len,
+                                            SPLIT=split, BLOCK=block, num_warps={num_warps})
 '''
 
 _THREE_PASS = '''
@@ -157,13 +228,20 @@ class ModelNew(torch.nn.Module):
 
 def _template(p: dict) -> str:
     exp = _EXP[p["exp2"]]
-    body = {"single": _SINGLE, "online": _ONLINE, "three_pass": _THREE_PASS}[p["variant"]]
+    body = {"single": _SINGLE, "online": _ONLINE, "three_pass": _THREE_PASS, "coop": _COOP}[p["variant"]]
+    hint1, hint2, hint_store = _HINTS[p["cache_hints"]]
+    body = body.replace("{SWEEP1}", _SWEEP1[p["stats"]])
     fill = {
+        "HINT1": hint1, "HINT2": hint2, "HINT_STORE": hint_store,
+        "EXP_ROW_ALPHA": exp.format(x="m_row - m_safe"),
         "EXP_E": exp.format(x="x - m[:, None]"),
         "EXP_ALPHA": exp.format(x="m - m_safe"),
         "EXP_X": exp.format(x="x - m_safe"),
         "EXP_LANE": exp.format(x="m - m_row"),
         "EXP_OUT": exp.format(x="x - m_row"),
+        "EXP_PART": exp.format(x="x - m_safe"),
+        "EXP_COMBINE": exp.format(x="ms - m_row"),
+        "SPLIT": p["SPLIT"], "MAX_PART": 16384,
         "ROWS": p["ROWS"], "BLOCK": p["BLOCK"], "PERSISTENT": p["persistent"],
         "num_warps": p["num_warps"], "num_stages": p["num_stages"],
     }
@@ -175,18 +253,25 @@ def _template(p: dict) -> str:
 
 
 PARAMS = {
-    "variant": ["online", "single", "three_pass"],
-    "BLOCK": [512, 1024, 2048, 4096, 8192],
+    "variant": ["online", "single", "three_pass", "coop"],
+    "BLOCK": [512, 1024, 2048, 4096, 8192, 16384],
     "ROWS": [1, 2, 4, 8],
     "num_warps": [2, 4, 8, 16, 32],
     "num_stages": [1, 2, 3, 4],
     "persistent": [False, True],
     "programs_per_sm": [1, 2, 4, 8],
     "exp2": [False, True],
+    "stats": ["lane", "chunk"],
+    "SPLIT": [2, 4, 8],
+    "cache_hints": [False, True],
 }
 
-DEFAULT = {"variant": "online", "BLOCK": 2048, "ROWS": 1, "num_warps": 8, "num_stages": 2,
-           "persistent": False, "programs_per_sm": 4, "exp2": False}
+# measured on an H200 (bf16 4096 x 32000, bench --sweep, 2026-12-03): online 2048/8 warps 2 stages 0.254 ms,
+# 1 stage 0.206, one exp per element in sweep 1 with L2 hints 0.204; the row in registers with 16 warps 0.184,
+# 32 warps 0.179, with exp2 (this) 0.171; Liger 0.171
+DEFAULT = {"variant": "single", "BLOCK": 2048, "ROWS": 1, "num_warps": 32, "num_stages": 1,
+           "persistent": False, "programs_per_sm": 4, "exp2": True, "stats": "lane", "cache_hints": False,
+           "SPLIT": 4}
 
 
 def _moves() -> list[Move]:
@@ -199,11 +284,37 @@ def _moves() -> list[Move]:
              "Sweep the row once keeping a running max and a rescaled running sum per lane (online softmax), "
              "then one write sweep: two reads instead of three, and rows of any width fit.",
              {"variant": "online"}),
+        Move("split each row over programs that exchange max and sum",
+             "Cut each row into SPLIT slices, one program each, every slice held in registers; the programs of "
+             "a row exchange (slice max, slice sum of exp) through one 64-bit atomic word each and then write "
+             "their slices: one read and one write per element even for rows too wide for one program.",
+             {"variant": "coop", "SPLIT": 4, "num_warps": 16}),
         Move("three plain sweeps",
              "Separate max, sum and write sweeps; simplest code, three reads of each row, for comparison.",
              {"variant": "three_pass"}),
         Move("exp2 with a pre-scaled log2(e)",
              "Use exp2(x * log2 e), which maps to one MUFU.EX2 instruction, instead of exp.", {"exp2": True}),
+        Move("one exponential per element in the first sweep",
+             "Reduce each chunk to its max first and rescale one scalar running sum per chunk, instead of a "
+             "running max and sum per lane rescaled at every element: the first sweep then costs one "
+             "exponential per element, not two (MUFU throughput bounds a bf16 row sweep).",
+             {"stats": "chunk"}, when=lambda p: p["variant"] == "online"),
+        Move("per-lane running max and sum",
+             "Keep a running max and sum per lane (no cross-warp reduction per chunk, two exponentials per "
+             "element).", {"stats": "lane"}, when=lambda p: p["variant"] == "online"),
+        Move("keep the row in L2 between its two reads",
+             "Load the first sweep with evict_last and the second with evict_first, and store y with "
+             "evict_first, so a row read twice stays in L2 while the output streams past it.",
+             {"cache_hints": True}, when=lambda p: p["variant"] == "online"),
+        Move("rows in flight sized to L2",
+             "One persistent program per SM (16 warps) sweeping its rows in turn: only SMs x row bytes are in "
+             "flight between a row's two reads (33 MB for 256 KB rows on 132 SMs), so the second read hits L2.",
+             {"persistent": True, "programs_per_sm": 1, "num_warps": 16},
+             when=lambda p: p["variant"] == "online"),
+        Move("two persistent programs per SM",
+             "Two persistent programs per SM: twice the rows in flight of one per SM, so one program's reduction "
+             "overlaps the other's loads.", {"persistent": True, "programs_per_sm": 2},
+             when=lambda p: p["variant"] == "online"),
         Move("persistent grid",
              "Launch a few programs per SM that loop over rows, so launch and tail effects shrink for many rows.",
              {"persistent": True}),
@@ -223,6 +334,11 @@ def _moves() -> list[Move]:
         moves.append(Move(f"pack {r} rows per program",
                           f"Process {r} rows per program as a 2-D block so short rows still fill the warps.",
                           {"variant": "single", "ROWS": r}))
+    for sp in PARAMS["SPLIT"]:
+        for w in (8, 16, 32):
+            moves.append(Move(f"{sp} programs per row, {w} warps each",
+                              f"Split each row over {sp} cooperating programs of {w} warps.",
+                              {"SPLIT": sp, "num_warps": w}, when=lambda p: p["variant"] == "coop"))
     for w in (4, 8, 16, 32):
         moves.append(Move(f"{w} warps on the whole row",
                           f"Spread the in-register row over {w} warps to cut registers per thread.",
@@ -231,4 +347,4 @@ def _moves() -> list[Move]:
 
 
 SPACE = SearchSpace(params=PARAMS, default=DEFAULT, template=_template, moves=_moves(),
-                    tuning=["num_warps", "num_stages", "BLOCK", "programs_per_sm"])
+                    tuning=["num_warps", "num_stages", "BLOCK", "programs_per_sm", "SPLIT"])

@@ -182,6 +182,20 @@ def test_causal_attention_with_key_blocks_wider_than_query_blocks(split, tmp_pat
     assert err is None, f"BLOCK_M 64, BLOCK_N 128, split {split} on {case.describe()}: {err}"
 
 
+@pytest.mark.skipif(DEVICE != "cuda", reason="the interpreter runs programs one after another, so a row's parts "
+                    "would wait on each other forever: the cooperative softmax splits rows only on a GPU (on the "
+                    "CPU its one-part path is checked by test_structural_variant_is_correct)")
+@pytest.mark.parametrize("name", ["softmax", "softmax_crfm"])
+@pytest.mark.parametrize("split", [2, 8])
+def test_cooperative_softmax_exchanges_across_programs(name, split, tmp_path):
+    problem = _problem(name)
+    space = problem.family.SPACE
+    source = space.render({**space.default, "variant": "coop", "SPLIT": split, "num_warps": 8})
+    for case in problem.cases:
+        err = check(problem, case, source, tmp_path)
+        assert err is None, f"{name} coop SPLIT {split} on {case.describe()}: {err}"
+
+
 def test_check_catches_a_wrong_answer(tmp_path):
     # the checker itself can fail: a starter with its output scaled is caught
     problem = _problem("rmsnorm")

@@ -307,3 +307,22 @@ def test_starter_compiles_for_sm90_in_every_dtype(name, case):
     report = aot_report(problem.starter_source, problem, case)
     assert report["status"] == "ok", f"{name} {case}: {str(report.get('error'))[:600]}"
     assert report["kernels"], f"{name} {case}: launched no kernel"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["softmax", "softmax_crfm"])
+def test_cooperative_softmax_compiles_for_sm90_in_every_case(name):
+    # compiled (not interpreted), the launcher cuts rows into parts; a width that asked for 5 parts failed to
+    # compile on an H200 (tl.arange needs a power of two), which only the GPU-only wide case showed
+    from kernelsearch.evaluators.aot import aot_report
+
+    problem = _problem(name)
+    space = problem.family.SPACE
+    source = space.render({**space.default, "variant": "coop", "SPLIT": 4, "num_warps": 16})
+    for case in problem.cases:
+        report = aot_report(source, problem, case)
+        assert report["status"] == "ok", f"{name} coop on {case.describe()}: {str(report.get('error'))[:600]}"
+        for k in report["kernels"]:
+            split = k["constexprs"]["SPLIT"]
+            assert split >= 4 and split & (split - 1) == 0, f"compiled, a row is cut into >= SPLIT parts: {k}"
+            assert k["spills_bytes"] == 0, f"{name} coop on {case.describe()} spills: {k}"

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from kernelsearch.evaluators.space import Move, SearchSpace
 
-_PROLOGUE = '''import torch
+_PROLOGUE = '''import os
+
+import torch
 import triton
 import triton.language as tl
 
@@ -146,10 +148,13 @@ def _softmax_coop_kernel(x_ptr, y_ptr, slot_ptr, n_cols, x_stride, y_stride, sli
 
 
 def _launch(x, y, n_rows, n_cols):
-    # the interpreter runs programs one after another, so a part would wait forever for the next one: there
-    # a row is one part (the same code, the exchange with itself); on a GPU the row is cut into SPLIT parts,
-    # more when a part would exceed MAX_PART columns
-    split = max({SPLIT}, triton.cdiv(n_cols, {MAX_PART})) if x.device.type == "cuda" else 1
+    # Triton's interpreter runs programs one after another, so a part would wait forever for the next one:
+    # there a row is one part (the same code, the exchange with itself). Compiled, a row is cut into SPLIT
+    # parts, more (a power of two) when a part would exceed MAX_PART columns.
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        split = 1
+    else:
+        split = triton.next_power_of_2(max({SPLIT}, triton.cdiv(n_cols, {MAX_PART})))
     slice_len = triton.cdiv(n_cols, split)
     block = max(triton.next_power_of_2(slice_len), 16)
     slots = torch.zeros(n_rows * split, dtype=torch.int64, device=x.device)

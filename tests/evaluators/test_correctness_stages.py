@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelsearch.evaluators.families.softmax import STARTER
 from kernelsearch.evaluators.harness import Settings, evaluate
 from kernelsearch.evaluators.problem import load_problem
+from tests.helpers import ONLINE as STARTER
 
 WRONG = Path(__file__).resolve().parents[2] / "evaluators" / "families" / "softmax" / "wrong"
 STORE = "tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=cols < n_cols)"

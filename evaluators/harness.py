@@ -98,10 +98,9 @@ def stability_inputs(name: str, values: list, dtype: str, seed: int) -> list:
 def _references(ref, inputs: list, hi: torch.dtype | None = None) -> tuple:
     """The reference's answer at the problem's dtype (it fixes dtype, shape and device) and the same computed in
     `hi`: by default float64 (float32 above F64_MAX_ELEMENTS input elements), which values are measured against.
-    Every check
-    (correctness, cache, timed outputs) uses both: measured against the low-precision reference instead, a
-    correct kernel that rounds once where eager rounds twice fails on a few values near zero (seen on an H200:
-    rotary bf16 (4,32,4096,128), 8 of 67M values)."""
+    Every check (correctness, cache, timed outputs) uses both: measured against the low-precision reference
+    instead, a correct kernel that rounds once where eager rounds twice fails on a few values near zero (seen on
+    an H200: rotary bf16 (4,32,4096,128), 8 of 67M values)."""
     with torch.no_grad():
         want = ref(*inputs)
         if hi is None:

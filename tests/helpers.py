@@ -15,17 +15,16 @@ from kernelsearch.evaluators.families.softmax import SPACE
 # measured faster on an H200): the honest kernel whose text the fixtures below and the stage tests edit
 ONLINE = SPACE.render({**SPACE.default, "variant": "online", "num_warps": 8, "num_stages": 2, "exp2": False,
                        "stats": "lane"})
-STARTER = ONLINE
 
 ROOT = Path(__file__).resolve().parents[1]
 HOOK = "def softmax(x: torch.Tensor) -> torch.Tensor:\n"
 
 
 def starter_with(prefix: str) -> str:
-    """The softmax starter with `prefix` (indented statements) run first in its launcher."""
-    assert HOOK in STARTER
+    """The online softmax kernel with `prefix` (indented statements) run first in its launcher."""
+    assert HOOK in ONLINE
     body = "".join("    " + line + "\n" for line in prefix.strip().splitlines())
-    return STARTER.replace(HOOK, HOOK + body)
+    return ONLINE.replace(HOOK, HOOK + body)
 
 
 CRASH = starter_with("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from tests.helpers import CRASH, ROOT, STARTER, WRONG, cli
+from tests.helpers import CRASH, ONLINE, ROOT, WRONG, cli
 
 TORCH_ONLY = '''import torch
 class ModelNew(torch.nn.Module):
@@ -20,7 +20,7 @@ def _eval(tmp_path, code, *extra):
 
 
 def test_starter_is_ok_and_timed_on_the_interpreter(tmp_path):
-    rc, out = _eval(tmp_path, STARTER)
+    rc, out = _eval(tmp_path, ONLINE)
     assert rc == 0 and out["status"] == "ok", out
     assert out["timing_kind"] == "cpu-interpreter"
     assert out["time_ms"] > 0 and out["ref_time_ms"] > 0
@@ -90,7 +90,7 @@ def test_kernel_only_the_interpreter_accepts_fails_the_sm90_compile(tmp_path):
 
 
 def test_starter_reports_registers_and_spills(tmp_path):
-    rc, out = _eval(tmp_path, STARTER)
+    rc, out = _eval(tmp_path, ONLINE)
     (k,) = out["detail"]["sm90"]["kernels"]
     assert k["name"] == "_softmax_online_kernel" and k["num_warps"] == 8
     assert 0 < k["registers"] <= 255 and k["spills_bytes"] >= 0

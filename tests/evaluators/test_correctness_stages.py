@@ -7,15 +7,15 @@ import pytest
 
 from kernelsearch.evaluators.harness import Settings, evaluate
 from kernelsearch.evaluators.problem import load_problem
-from tests.helpers import ONLINE as STARTER
+from tests.helpers import ONLINE
 
 WRONG = Path(__file__).resolve().parents[2] / "evaluators" / "families" / "softmax" / "wrong"
 STORE = "tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=cols < n_cols)"
 
 
 def _mutate(old: str, new: str) -> str:
-    assert old in STARTER
-    return STARTER.replace(old, new)
+    assert old in ONLINE
+    return ONLINE.replace(old, new)
 
 
 CASES = {
@@ -40,8 +40,8 @@ def softmax():
     return load_problem("softmax")
 
 
-def test_honest_starter_passes(softmax):
-    r = evaluate(softmax, STARTER, Settings(mode="cpu", seed=7, trials=1, aot=False))
+def test_honest_online_kernel_passes(softmax):
+    r = evaluate(softmax, ONLINE, Settings(mode="cpu", seed=7, trials=1, aot=False))
     assert r["status"] == "ok", r["reason"]
 
 

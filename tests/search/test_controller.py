@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.helpers import CRASH, HANG, STARTER, WRONG, cli, code_reply, replay_file, starter_with, write_config
+from tests.helpers import CRASH, HANG, ONLINE, WRONG, cli, code_reply, replay_file, starter_with, write_config
 
 
 def _rows(db, sql):
@@ -23,7 +23,7 @@ def _rows(db, sql):
 
 
 def test_crash_hang_and_wrong_are_statuses_and_the_run_goes_on(tmp_path):
-    good = STARTER.replace("BLOCK=2048", "BLOCK=1024")
+    good = ONLINE.replace("BLOCK=2048", "BLOCK=1024")
     ideas = {"role": "ideas", "text": json.dumps({"ideas": [
         {"title": "try odd things", "description": "four branches that break in different ways"}]}),
         "tokens_in": 500, "tokens_out": 80}
@@ -119,7 +119,7 @@ def test_loud_forking_hungry_and_sleeping_candidates_are_stopped_and_the_run_goe
                          f"        time.sleep(20)\n        open({str(marker)!r}, 'w').close()\n        os._exit(0)\n"
                          "time.sleep(3600)")
     hungry = starter_with("keep = []\nwhile True:\n    keep.append(torch.empty(1 << 28))")
-    good = STARTER.replace("BLOCK=2048", "BLOCK=512")
+    good = ONLINE.replace("BLOCK=2048", "BLOCK=512")
     ideas = {"role": "ideas", "text": json.dumps({"ideas": [{"title": "misbehave", "description": "five ways"}]})}
     replay = replay_file(tmp_path, [ideas] + [code_reply(c) for c in (loud, forks, hungry, HANG, good)])
     cfg = write_config(tmp_path, llm={"provider": "replay", "replay_file": str(replay)},

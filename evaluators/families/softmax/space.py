@@ -129,7 +129,7 @@ def _softmax_coop_kernel(x_ptr, y_ptr, slot_ptr, n_cols, x_stride, y_stride, sli
     x = tl.load(x_row + cols, mask=mask, other=float("-inf")).to(tl.float32)
     m = tl.max(x, axis=0)
     m_safe = tl.where(m == float("-inf"), 0.0, m)
-    s = tl.sum(tl.where(mask, {EXP_PART}, 0.0), axis=0)
+    s = tl.sum(tl.where(mask, {EXP_X}, 0.0), axis=0)
     word = (m.to(tl.uint32, bitcast=True).to(tl.uint64) << 32) | s.to(tl.uint32, bitcast=True).to(tl.uint64)
     slots = slot_ptr + tl.cast(row, tl.int64) * SPLIT
     tl.atomic_xchg(slots + part, word.to(tl.int64, bitcast=True), sem="release", scope="gpu")
@@ -244,7 +244,6 @@ def _template(p: dict) -> str:
         "EXP_X": exp.format(x="x - m_safe"),
         "EXP_LANE": exp.format(x="m - m_row"),
         "EXP_OUT": exp.format(x="x - m_row"),
-        "EXP_PART": exp.format(x="x - m_safe"),
         "EXP_COMBINE": exp.format(x="ms - m_row"),
         "SPLIT": p["SPLIT"], "MAX_PART": 16384,
         "ROWS": p["ROWS"], "BLOCK": p["BLOCK"], "PERSISTENT": p["persistent"],

@@ -60,6 +60,9 @@ class Progress:
             self.c.print(f"  k{data['kernel_id']:<4} {data['status']:<13} {what}", markup=False)
             self.c.print(f"        round {self.round} | evals {self.done} done, {self.queued} queued | best {best} | "
                          f"{tok} tokens ${cost:.4f}", style="dim", markup=False)
+        elif kind == "not_started":
+            self.c.print(f"  k{data['kernel_id']:<4} not started ({data['reason']}): left queued for a resume",
+                         style="dim", markup=False)
         elif kind == "llm_error":
             self.c.print(f"  [yellow]{data['role']} reply unusable:[/] {str(data['error'])[:200]}")
         elif kind == "finished":

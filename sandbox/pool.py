@@ -18,6 +18,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from kernelsearch.sandbox.env import scrubbed_env
 from kernelsearch.sandbox.limits import apply_limits, die_with_parent
@@ -198,8 +199,13 @@ class EvaluatorPool:
     def _pick_gpu(self) -> int:
         return min(self._load, key=lambda g: (self._load[g], g))
 
-    async def evaluate(self, source: str, problem_ref: dict) -> dict:
+    async def evaluate(self, source: str, problem_ref: dict,
+                       may_start: Callable[[], bool] | None = None) -> dict | None:
+        """Check and time one candidate. `may_start` is asked once a slot is free: when it says no (the run's
+        wall-time budget ran out while this candidate waited), nothing starts and the answer is None."""
         async with self._slots:
+            if may_start is not None and not may_start():
+                return None
             gpu = self._pick_gpu()
             self._load[gpu] += 1
             try:

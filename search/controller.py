@@ -120,8 +120,16 @@ class Controller:
 
     # -- evaluation -----------------------------------------------------------------------------------------
     async def _evaluate(self, kernel_id: int, code: str) -> None:
-        self.emit("evaluating", {"kernel_id": kernel_id})
-        result = await self.pool.evaluate(code, self.problem.ref)
+        def start() -> bool:
+            if not self._may_start():
+                return False
+            self.emit("evaluating", {"kernel_id": kernel_id})
+            return True
+
+        result = await self.pool.evaluate(code, self.problem.ref, may_start=start)
+        if result is None:   # the wall-time budget ran out while it waited: left queued, a resume evaluates it
+            self.emit("not_started", {"kernel_id": kernel_id, "reason": self.stop_reason or "budget_wall_time"})
+            return
         detail = result.pop("detail", {}) or {}
         row = {k: result.get(k) for k in EVAL_COLUMNS}
         with session_scope(self.engine) as s:
@@ -133,6 +141,15 @@ class Controller:
         stop = self._check_targets_only()
         if stop:
             self.stop_reason = stop
+
+    def _may_start(self) -> bool:
+        """Whether a candidate that got a free evaluation slot starts now. Not past the wall-time budget, and not
+        after a target was reached: a round's later candidates wait for slots, so checking only between rounds
+        let a 35 s budget run for 156 s (two waves of minute-long matmul evaluations)."""
+        if self.stop_reason:
+            return False
+        wall = self.cfg.budgets.wall_time_s
+        return not (wall and self._elapsed() >= wall)
 
     def _check_targets_only(self) -> str | None:
         t = self.cfg.targets

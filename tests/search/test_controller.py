@@ -112,6 +112,27 @@ def test_evaluation_budget_stops_the_run(tmp_path):
     assert _rows(db, "SELECT stop_reason FROM run") == [("budget_evaluations",)]
 
 
+def test_wall_time_budget_stops_candidates_waiting_for_a_slot(tmp_path):
+    # one slot; the first branch takes 15 s to load, so the wall budget runs out while the other two wait: they
+    # are stored, not started, and left queued for a resume (checked between rounds only, all three ran)
+    slow = ONLINE + "\nimport time\ntime.sleep(15)\n"
+    others = [ONLINE.replace("BLOCK=2048", f"BLOCK={b}") for b in (512, 1024)]
+    ideas = {"role": "ideas", "text": json.dumps({"ideas": [{"title": "three", "description": "one slow"}]})}
+    replay = replay_file(tmp_path, [ideas] + [code_reply(c) for c in [slow, *others]])
+    cfg = write_config(tmp_path, llm={"provider": "replay", "replay_file": str(replay)},
+                       search={"rounds": 3, "ideas_per_round": 1, "branches_per_idea": 3, "concurrency": 1},
+                       budgets={"wall_time_s": 12}, evaluation={"timeout_s": 60, "trials": 1, "aot_compile": False})
+    r = cli("run", str(cfg), "--name", "w", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    db = tmp_path / "ks.db"
+    assert _rows(db, "SELECT stop_reason FROM run") == [("budget_wall_time",)]
+    assert _rows(db, "SELECT count(*) FROM kernel") == [(4,)]
+    evaluated = _rows(db, "SELECT k.idea_id IS NULL, k.branch FROM kernel k JOIN evaluation e ON e.kernel_id = k.id "
+                          "ORDER BY k.id")
+    assert evaluated == [(1, 0), (0, 0)], r.stdout          # the starter and the slow branch only
+    assert r.stdout.count("not started (budget_wall_time)") == 2
+
+
 def test_loud_forking_hungry_and_sleeping_candidates_are_stopped_and_the_run_goes_on(tmp_path):
     marker = tmp_path / "child-alive"
     loud = starter_with("import sys\nfor _ in range(100):\n    sys.stdout.write('x' * (1 << 20))")

@@ -14,6 +14,7 @@ import random
 from kernelsearch.agent.base import ChatReply, ChatRequest
 from kernelsearch.agent.errors import ProviderError
 from kernelsearch.evaluators.problem import load_problem
+from kernelsearch.evaluators.space import HEADER
 
 
 def _approx_tokens(text: str) -> int:
@@ -49,14 +50,16 @@ class OfflineProvider:
     def _ideas(self, h: dict) -> str:
         space = self._space(h["problem"])
         rng = random.Random(f"{self.seed}/ideas/{h.get('round', 0)}")
-        seen = {json.dumps(p, sort_keys=True) for p in h.get("seen_params", [])}
+        # kernels are compared by what they render to, so a move that only sets a knob the seed's variant ignores
+        # is not proposed as if it were new
+        seen = {space.body(p) for p in h.get("seen_params", [])}
         per_seed: list[list[dict]] = []
         for seed in h["seeds"]:
             params = space.params_of(seed["code"])
-            seen.add(json.dumps(params, sort_keys=True))
+            seen.add(space.body(params))
             options = []
             for move, new in space.applicable(params):
-                key = json.dumps(new, sort_keys=True)
+                key = space.body(new)
                 if key in seen:
                     continue
                 options.append({"title": move.title, "description": move.description, "seed": seed["kernel_id"],
@@ -99,7 +102,8 @@ class OfflineProvider:
             move, params = (match or [rng.choice(options)])[0]
             fixed = set(move.changes)
         rng = random.Random(f"{self.seed}/code/{idea.get('id')}/{json.dumps(params, sort_keys=True)}")
-        variants = space.branches(params, h["branches"], rng, fixed)
+        earlier = {space.body(space.params_of(c)) for c in h.get("earlier_codes", []) if HEADER in c}
+        variants = space.branches(params, h["branches"], rng, fixed, avoid=earlier)
         chosen = variants[h["branch"] % len(variants)]
         code = space.render(chosen)
         head = f"Branch {h['branch']} of \"{idea['title']}\": parameters {json.dumps(chosen)}."

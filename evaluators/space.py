@@ -42,6 +42,15 @@ class SearchSpace:
     template: Callable[[dict[str, Any]], str]    # params -> the ModelNew source, without the header
     moves: list[Move]
     tuning: list[str] = field(default_factory=list)  # knobs the coder varies across branches of one idea
+    _bodies: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    def body(self, params: dict[str, Any]) -> str:
+        """The kernel `params` render to, without the header: two parameter sets that differ only in knobs their
+        variant ignores (BLOCK for the cooperative softmax, say) have the same body and are the same kernel."""
+        key = json.dumps(params, sort_keys=True)
+        if key not in self._bodies:
+            self._bodies[key] = self.template(params)
+        return self._bodies[key]
 
     def render(self, params: dict[str, Any]) -> str:
         self.validate(params)
@@ -77,9 +86,12 @@ class SearchSpace:
                 out.append((move, new))
         return out
 
-    def branches(self, params: dict[str, Any], n: int, rng: random.Random, fixed: set[str]) -> list[dict]:
-        """`n` distinct variants of one idea: the idea as stated first, then tuning knobs it left free."""
+    def branches(self, params: dict[str, Any], n: int, rng: random.Random, fixed: set[str],
+                 avoid: set[str] = frozenset()) -> list[dict]:
+        """Up to `n` variants of one idea, distinct kernels: the idea as stated first, then tuning knobs it left
+        free. A variant whose body is another's, or one in `avoid` (kernels evaluated already), is not made."""
         out = [dict(params)]
+        bodies = {self.body(params)} | set(avoid)
         free = [k for k in self.tuning if k not in fixed]
         tries = 0
         while len(out) < n and free and tries < 50 * n:
@@ -87,6 +99,8 @@ class SearchSpace:
             k = rng.choice(free)
             v = rng.choice(self.params[k])
             cand = {**params, k: v}
-            if cand not in out:
+            b = self.body(cand)
+            if b not in bodies:
+                bodies.add(b)
                 out.append(cand)
         return out

@@ -221,6 +221,13 @@ class Controller:
             codes = s.exec(select(Kernel.code).where(Kernel.run_id == self.run_id)).all()
         return {"problem": self.problem.ref, "seen_codes": list(codes)}
 
+    def _code_hints(self, rnd: int) -> dict:
+        """The coder's structured hints: the kernels of earlier rounds, which a branch need not write again. Only
+        earlier rounds (complete when this one runs), so a resumed round writes the branches it would have."""
+        with session_scope(self.engine) as s:
+            codes = s.exec(select(Kernel.code).where(Kernel.run_id == self.run_id, Kernel.round < rnd)).all()
+        return {"problem": self.problem.ref, "earlier_codes": list(codes)}
+
     def _last_round(self) -> int:
         with session_scope(self.engine) as s:
             return s.exec(select(func.coalesce(func.max(Idea.round), 0)).where(Idea.run_id == self.run_id)).one()
@@ -267,7 +274,7 @@ class Controller:
             seed_id=seed_k.id if seed_k else None, seed_code=seed_code, seed_result=describe_result(seed_ev),
             idea={"id": idea.id, "title": idea.title, "description": idea.text, "meta": json.loads(idea.meta_json)},
             branch=branch, branches=idea.branches_wanted,
-            sibling_errors=[f"{e.status}: {e.reason}" for e in siblings], hints=self._hints())
+            sibling_errors=[f"{e.status}: {e.reason}" for e in siblings], hints=self._code_hints(idea.round))
         if out.code is None:
             self.emit("llm_error", {"role": "code", "error": out.error})
             return

@@ -43,3 +43,30 @@ def test_code_renders_the_idea_and_branches_differ():
     params = [SPACE.params_of(c) for c in codes]
     assert params[0]["BLOCK"] == 4096 and params[0]["num_warps"] == 16
     assert all(p["BLOCK"] == 4096 and p["num_warps"] == 16 for p in params)   # the idea's own knobs stay fixed
+
+
+def test_branches_are_distinct_kernels_not_just_distinct_parameters():
+    # the single-pass kernel ignores SPLIT, programs_per_sm and num_stages: varying them alone renders the same
+    # kernel, which a search would time twice
+    coop = {**SPACE.default, "variant": "coop"}
+    ignored = {**SPACE.default, "SPLIT": 8 if SPACE.default["SPLIT"] != 8 else 2}
+    assert SPACE.body(ignored) == SPACE.body(SPACE.default) and SPACE.body(coop) != SPACE.body(SPACE.default)
+    import random
+    for seed in range(20):
+        got = SPACE.branches(SPACE.default, 4, random.Random(seed), fixed={"variant"})
+        bodies = [SPACE.body(p) for p in got]
+        assert len(set(bodies)) == len(bodies) >= 2
+    # kernels of earlier rounds are not written again
+    first = SPACE.branches(SPACE.default, 4, random.Random(0), fixed={"variant"})
+    again = SPACE.branches(SPACE.default, 4, random.Random(0), fixed={"variant"},
+                           avoid={SPACE.body(p) for p in first[1:]})
+    assert not {SPACE.body(p) for p in again[1:]} & {SPACE.body(p) for p in first[1:]}
+
+
+def test_ideas_do_not_propose_a_move_that_renders_the_seed_again():
+    hints = {"problem": {"builtin": "softmax"}, "n": 50, "round": 1, "seen_params": [],
+             "seeds": [{"kernel_id": 1, "code": STARTER}]}
+    raw = json.loads(_ask("ideas", hints).text.split("```json\n")[1].split("```")[0])["ideas"]
+    bodies = [SPACE.body(i["params"]) for i in raw]
+    assert SPACE.body(SPACE.params_of(STARTER)) not in bodies
+    assert len(set(bodies)) == len(bodies)

@@ -42,7 +42,7 @@ class SearchSpace:
     template: Callable[[dict[str, Any]], str]    # params -> the ModelNew source, without the header
     moves: list[Move]
     tuning: list[str] = field(default_factory=list)  # knobs the coder varies across branches of one idea
-    _bodies: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    _bodies: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def body(self, params: dict[str, Any]) -> str:
         """The kernel `params` render to, without the header: two parameter sets that differ only in knobs their

@@ -36,10 +36,10 @@ LOG2E = 1.4426950408889634
 @triton.jit
 def _attn_inner(acc, l_i, m_i, q, k_src, v_src, s_kn, s_vn, bh, offs_m, offs_d, lo, hi, seq, qk_scale,
                 CAUSAL_MASK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, HEAD_DIM: tl.constexpr,
-                USE_TMA: tl.constexpr, PRECISION: tl.constexpr, EVEN_N: tl.constexpr, WARP_SPEC: tl.constexpr):
+                USE_TMA: tl.constexpr, PRECISION: tl.constexpr, EVEN_N: tl.constexpr):
     # One sweep over key blocks [lo, hi): scores, online softmax, and the P @ V accumulation, all on chip.
     offs_n0 = tl.arange(0, BLOCK_N)
-    for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPEC):
+    for start_n in tl.range(lo, hi, BLOCK_N):
         offs_n = start_n + offs_n0
         if USE_TMA:
             k = k_src.load([bh, start_n, 0]).reshape(BLOCK_N, BLOCK_D)
@@ -76,8 +76,7 @@ def _attn_fwd_kernel(q_src, k_src, v_src, o_src, seq, qk_scale,
                      s_qb, s_qn, s_kb, s_kn, s_vb, s_vn, s_ob, s_on,
                      CAUSAL: tl.constexpr, SPLIT_DIAGONAL: tl.constexpr, USE_TMA: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, HEAD_DIM: tl.constexpr,
-                     PRECISION: tl.constexpr, EVEN_N: tl.constexpr, LONGEST_FIRST: tl.constexpr,
-                     WARP_SPEC: tl.constexpr):
+                     PRECISION: tl.constexpr, EVEN_N: tl.constexpr, LONGEST_FIRST: tl.constexpr):
     # One program per (BLOCK_M queries, batch * head). q stays in registers; K and V blocks stream through.
     pid_m = tl.program_id(0)
     if LONGEST_FIRST:  # causal: the last query blocks see the most keys; start them first, shorten the tail
@@ -105,21 +104,20 @@ def _attn_fwd_kernel(q_src, k_src, v_src, o_src, seq, qk_scale,
             # key blocks that end at or before the first query of the block need no causal mask; the rest,
             # from the last BLOCK_N boundary at or below start_m (BLOCK_N may exceed BLOCK_M), are masked
             diag = (start_m // BLOCK_N) * BLOCK_N
-            # (Triton 3.6's warp specialisation fails on a kernel with two such loops: not split here)
             acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, s_kn, s_vn, bh, offs_m, offs_d,
                                         0, diag, seq, qk_scale, False, BLOCK_N, BLOCK_D, HEAD_DIM,
-                                        USE_TMA, PRECISION, True, False)
+                                        USE_TMA, PRECISION, True)
             acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, s_kn, s_vn, bh, offs_m, offs_d,
                                         diag, hi, seq, qk_scale, True, BLOCK_N, BLOCK_D, HEAD_DIM,
-                                        USE_TMA, PRECISION, EVEN_N, False)
+                                        USE_TMA, PRECISION, EVEN_N)
         else:
             acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, s_kn, s_vn, bh, offs_m, offs_d,
                                         0, hi, seq, qk_scale, True, BLOCK_N, BLOCK_D, HEAD_DIM,
-                                        USE_TMA, PRECISION, EVEN_N, WARP_SPEC)
+                                        USE_TMA, PRECISION, EVEN_N)
     else:
         acc, l_i, m_i = _attn_inner(acc, l_i, m_i, q, k_base, v_base, s_kn, s_vn, bh, offs_m, offs_d,
                                     0, seq, seq, qk_scale, False, BLOCK_N, BLOCK_D, HEAD_DIM, USE_TMA, PRECISION,
-                                    EVEN_N, WARP_SPEC)
+                                    EVEN_N)
     o = acc / l_i[:, None]
     if USE_TMA:
         o_src.store([bh, start_m, 0], o.to(o_src.dtype).reshape(1, BLOCK_M, BLOCK_D))
@@ -169,7 +167,6 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -
                            CAUSAL=causal, SPLIT_DIAGONAL=$SPLIT_DIAGONAL, USE_TMA=use_tma,
                            BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, HEAD_DIM=dim,
                            PRECISION=precision, EVEN_N=seq % block_n == 0, LONGEST_FIRST=causal and $LONGEST_FIRST,
-                           WARP_SPEC=$WARP_SPEC,
                            num_warps=$num_warps, num_stages=_depth($num_stages, q))
     return o
 
@@ -190,9 +187,6 @@ def make_template(causal_default: bool):
             "BLOCK_M": p["BLOCK_M"], "BLOCK_N": p["BLOCK_N"], "num_warps": p["num_warps"],
             "num_stages": p["num_stages"], "SPLIT_DIAGONAL": p["split_diagonal"], "TMA": p["tma"],
             "CAUSAL_DEFAULT": causal_default, "LONGEST_FIRST": p["longest_first"],
-            # Triton 3.6 partitions the loop on sm_90 only at 64-query tiles with 4 warps (128-query tiles compile
-            # unpartitioned or fail in the pass): elsewhere the flag renders the plain kernel
-            "WARP_SPEC": p["warp_specialize"] and p["BLOCK_M"] == 64 and p["num_warps"] == 4,
         }
         return Template(_PROLOGUE + _EPILOGUE).substitute(fill)
 
@@ -207,13 +201,12 @@ PARAMS = {
     "split_diagonal": [False, True],
     "tma": [False, True],
     "longest_first": [False, True],
-    "warp_specialize": [False, True],
 }
 
 # measured on an H200 (bf16 (4, 32, 4096, 128), bench --sweep, 2026-12-03): 128 x 128 tiles with 8 warps 2.20 ms
 # (causal 1.21), 128 x 64 2.37 (1.32), this (64 x 64, 4 warps) 2.07 (1.11); SDPA 1.62 (causal 0.92)
 DEFAULT = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "split_diagonal": True, "tma": True,
-           "longest_first": True, "warp_specialize": False}
+           "longest_first": True}
 
 
 def make_moves(causal: bool) -> list[Move]:
@@ -240,17 +233,6 @@ def make_moves(causal: bool) -> list[Move]:
                  "Launch the query blocks in sequence order (the first see the fewest keys).",
                  {"longest_first": False}),
         ]
-    moves += [
-        Move("warp-specialised key loop",
-             "Let Triton split the key loop's warps into a producer partition (TMA loads of K and V) and consumer "
-             "partitions (the two products and the softmax), with registers moved to the consumers "
-             "(setmaxnreg): the loads no longer take issue slots from the math. Triton 3.6 partitions the loop "
-             "on sm_90 at 64-query tiles with 4 warps, and only a kernel with one key loop (under a causal mask "
-             "the diagonal is then masked in the same loop).",
-             {"warp_specialize": True, "BLOCK_M": 64, "num_warps": 4, **({"split_diagonal": False} if causal else {})}),
-        Move("one warp group does everything", "No warp specialisation: every warp loads and computes.",
-             {"warp_specialize": False}),
-    ]
     for bm, bn, w in [(128, 64, 8), (128, 128, 8), (128, 32, 4), (64, 64, 4), (64, 32, 4), (128, 64, 4),
                       (64, 128, 4)]:
         moves.append(Move(f"{bm} queries x {bn} keys per step, {w} warps",

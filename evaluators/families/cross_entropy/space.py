@@ -275,7 +275,7 @@ def _template(p: dict) -> str:
         "X_HINT": ', eviction_policy="evict_first"' if p["cache_hints"] else "",
         "BLOCK": p["BLOCK"], "PERSISTENT": p["persistent"], "SPLIT": p["SPLIT"],
         "num_warps": p["num_warps"], "num_stages": p["num_stages"],
-        "PROGRAMS_PER_SM": p["programs_per_sm"],
+        "PROGRAMS_PER_SM": p["programs_per_sm"] if p["persistent"] else 4,  # (used by persistent grids only)
     }
     text = (_PROLOGUE + body + finish + _EPILOGUE).replace("$TARGET", _TARGET.rstrip("\n"))
     return Template(text).substitute(fill)

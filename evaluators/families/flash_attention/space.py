@@ -16,6 +16,10 @@ exponential is one exp2; when seq % BLOCK_N == 0 no key block needs the sequence
 - `longest_first` (causal): query blocks launch last-first, so the blocks that see the most keys start first
   and the tail of the grid holds short ones.
 fp32 inputs use input_precision="ieee" for both products (no TF32).
+Not in the space: Triton 3.6's warp specialisation of the key loop (`tl.range(..., warp_specialize=True)`). On
+sm_90 it partitions only 64-query tiles with 4 warps and one key loop; on the H200 (2026-12-03) those kernels were
+wrong on the timed case at 3 of 5 points (inf x tolerance, while the small cases passed) and 1.7-2x slower at
+the others (3.68-4.10 ms vs 2.18; causal 2.14-2.27 vs 1.11).
 """
 from __future__ import annotations
 

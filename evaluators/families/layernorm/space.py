@@ -317,7 +317,8 @@ def make_template(interface: str):
             "W_HINT": ', eviction_policy="evict_last"' if hints else "",
             "ROWS": p["ROWS"], "BLOCK": p["BLOCK"], "PERSISTENT": p["persistent"],
             "num_warps": p["num_warps"], "num_stages": p["num_stages"],
-            "PROGRAMS_PER_SM": p["programs_per_sm"], "SPLIT_CHUNK": p["SPLIT_CHUNK"],
+            "PROGRAMS_PER_SM": p["programs_per_sm"] if p["persistent"] else 4,  # (persistent grids only)
+            "SPLIT_CHUNK": p["SPLIT_CHUNK"],
             "APPLY_ROWS": p["APPLY_ROWS"],
         }
         body = _BODIES[p["variant"]].replace("$NORMALIZE_SWEEP", _NORMALIZE_SWEEP.rstrip("\n"))

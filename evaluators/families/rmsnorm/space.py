@@ -134,7 +134,7 @@ def _template(p: dict) -> str:
         "W_HINT": ', eviction_policy="evict_last"' if hints else "",
         "ROWS": p["ROWS"], "BLOCK": p["BLOCK"], "PERSISTENT": p["persistent"],
         "num_warps": p["num_warps"], "num_stages": p["num_stages"],
-        "PROGRAMS_PER_SM": p["programs_per_sm"],
+        "PROGRAMS_PER_SM": p["programs_per_sm"] if p["persistent"] else 4,  # (used by persistent grids only)
     }
     return Template(_PROLOGUE + body + _EPILOGUE).substitute(fill)
 

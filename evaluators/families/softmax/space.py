@@ -233,7 +233,7 @@ class ModelNew(torch.nn.Module):
 
 def _template(p: dict) -> str:
     exp = _EXP[p["exp2"]]
-    body = {"single": _SINGLE, "online": _ONLINE, "three_pass": _THREE_PASS, "coop": _COOP}[p["variant"]]
+    raw = body = {"single": _SINGLE, "online": _ONLINE, "three_pass": _THREE_PASS, "coop": _COOP}[p["variant"]]
     hint1, hint2, hint_store = _HINTS[p["cache_hints"]]
     body = body.replace("{SWEEP1}", _SWEEP1[p["stats"]])
     fill = {
@@ -253,7 +253,10 @@ def _template(p: dict) -> str:
     for k, v in fill.items():
         body = body.replace("{" + k + "}", str(v))
     body = body.replace("\x00", "{").replace("\x01", "}")
-    return _PROLOGUE + body + _EPILOGUE.format(PROGRAMS_PER_SM=p["programs_per_sm"])
+    # programs per SM only matter to a persistent grid: elsewhere one canonical value, so kernels that differ
+    # only in it render the same text (and a search does not time one kernel twice)
+    uses_grid = p["persistent"] and "{PERSISTENT}" in raw
+    return _PROLOGUE + body + _EPILOGUE.format(PROGRAMS_PER_SM=p["programs_per_sm"] if uses_grid else 4)
 
 
 PARAMS = {

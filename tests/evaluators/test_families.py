@@ -196,6 +196,30 @@ def test_cooperative_softmax_exchanges_across_programs(name, split, tmp_path):
         assert err is None, f"{name} coop SPLIT {split} on {case.describe()}: {err}"
 
 
+@pytest.mark.skipif(DEVICE != "cuda", reason="needs the GPU's fused multiply-add: the interpreter (numpy) rounds "
+                    "q k^T * scale before subtracting the max, so the bug this guards against cannot happen there")
+@pytest.mark.parametrize("name", ["flash_attention", "flash_attention_causal"])
+def test_attention_returns_the_picked_row_of_v_when_the_softmax_is_one_hot(name, tmp_path):
+    # inputs x 1e3: each row's softmax is one-hot in any precision, so the exact answer is one row of v (a bf16
+    # value) and eager returns it exactly; with the scale folded into one fused multiply-add the largest score
+    # weighed exp2(rounding) instead of 1 and every element was off by bf16(p) / p (6x eager's error, H200)
+    from kernelsearch.evaluators.harness import _normwise_error, _references, stability_inputs
+
+    problem = _problem(name)
+    case = Case("probe", {"batch": 1, "heads": 4, "seq": 1024, "head_dim": 128,
+                          "causal": name.endswith("causal")}, "bfloat16")
+    source = problem.family.SPACE.render(problem.family.SPACE.default)
+    init = problem.build_init_inputs(case)
+    ref = problem.module.Model(*init).to(DEVICE)
+    cand = _load_candidate(source, tmp_path).ModelNew(*init).to(DEVICE)
+    inputs = stability_inputs("large", problem.build_inputs(case, 5, DEVICE), "bfloat16", 5)
+    with torch.no_grad():
+        got = cand(*[t.clone() for t in inputs])
+        want, want_hi = _references(ref, inputs, torch.float64)
+    mine, eager = _normwise_error(got, want_hi), _normwise_error(want, want_hi)
+    assert mine <= 2 * eager + 1e-6, f"{name}: normwise error {mine:.3g} vs eager's {eager:.3g}"
+
+
 def test_check_catches_a_wrong_answer(tmp_path):
     # the checker itself can fail: a starter with its output scaled is caught
     problem = _problem("rmsnorm")

@@ -11,8 +11,8 @@ S / BLOCK_M times, mostly from L2.
 - `tma`: q, k, v and o move through 3-D tensor descriptors (batch * head, seq, dim): the TMA engine computes
   addresses and zero-fills past the sequence end. Needs 16-byte aligned rows (head_dim * size % 16 == 0);
   other shapes use the pointer path.
-Scores are scaled into the log2 domain (scale * log2 e) inside one multiply-add per score, so every
-exponential is one exp2; when seq % BLOCK_N == 0 no key block needs the sequence-end mask (`EVEN_N`).
+Scores are scaled into the log2 domain (scale * log2 e) after the running max is subtracted, so every
+exponential is one exp2 and the largest score of a row weighs exactly 1; when seq % BLOCK_N == 0 no key block needs the sequence-end mask (`EVEN_N`).
 - `longest_first` (causal): query blocks launch last-first, so the blocks that see the most keys start first
   and the tail of the grid holds short ones.
 fp32 inputs use input_precision="ieee" for both products (no TF32).
@@ -60,10 +60,13 @@ def _attn_inner(acc, l_i, m_i, q, k_src, v_src, s_kn, s_vn, bh, offs_m, offs_d, 
             qk = tl.where(keep, qk, float("-inf"))
         elif not EVEN_N:
             qk = tl.where(offs_n[None, :] < seq, qk, float("-inf"))
-        # the scale is folded into the max and into one multiply-add per score (qk_scale > 0)
-        m_new = tl.maximum(m_i, tl.max(qk, axis=1) * qk_scale)
-        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
-        alpha = tl.math.exp2(m_i - m_new)
+        # the max is subtracted before the scale, so the row's largest score gives p = exp2(0) = 1 exactly: with
+        # the scale folded into one multiply-add (qk * scale - max * scale, fused) it gave exp2(rounding of
+        # max * scale), and a row whose softmax is one-hot (inputs x 1e3) came out off by bf16(p) / p: 6x eager's
+        # error against float64 on the H200, where eager returns the picked row of v exactly
+        m_new = tl.maximum(m_i, tl.max(qk, axis=1))
+        p = tl.math.exp2((qk - m_new[:, None]) * qk_scale)
+        alpha = tl.math.exp2((m_i - m_new) * qk_scale)
         l_i = l_i * alpha + tl.sum(p, axis=1)
         if USE_TMA:
             v = v_src.load([bh, start_n, 0]).reshape(BLOCK_N, BLOCK_D)

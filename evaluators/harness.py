@@ -153,7 +153,9 @@ class Evaluator:
     def __init__(self, problem: Problem, source: str, settings: Settings,
                  lease: Callable[[str], ContextManager] = contextlib.nullcontext):
         self.problem = problem
-        self.lease = lease   # lease("shared") while checking a case, lease("exclusive") while timing
+        # lease("shared") while checking a case; lease("exclusive") while timing and, on a GPU, while the stability
+        # check computes its float64 references
+        self.lease = lease
         self.source = source
         self.s = settings
         self.device = "cuda" if settings.mode == "cuda" else "cpu"
@@ -254,6 +256,10 @@ class Evaluator:
                 self._check_case(case)
         with self.lease("shared"):
             self._repeat_check(cases[-1])
+        # float64 references of the largest case at every size: tens of GB for attention's timed case (scores of
+        # 4 x 32 x 4096 x 4096 in float64), and three workers at once ran an H200 out of memory, which the
+        # candidates were charged for as crashes; so on a GPU one stability check at a time, alone on the device
+        with self.lease("exclusive" if self.device == "cuda" else "shared"):
             self._stability(cases)
 
     def _check_case(self, case: Case) -> None:

@@ -42,6 +42,8 @@ class SearchSpace:
     template: Callable[[dict[str, Any]], str]    # params -> the ModelNew source, without the header
     moves: list[Move]
     tuning: list[str] = field(default_factory=list)  # knobs the coder varies across branches of one idea
+    # points that can run at all (attention: the stages fit in shared memory); a branch never lands outside
+    feasible: Callable[[dict[str, Any]], bool] = lambda p: True
     _bodies: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def body(self, params: dict[str, Any]) -> str:
@@ -99,6 +101,8 @@ class SearchSpace:
             k = rng.choice(free)
             v = rng.choice(self.params[k])
             cand = {**params, k: v}
+            if not self.feasible(cand):
+                continue
             b = self.body(cand)
             if b not in bodies:
                 bodies.add(b)

@@ -187,7 +187,8 @@ class EvaluatorPool:
         self._slots = asyncio.Semaphore(settings.concurrency)
         self._leases = {g: DeviceLease() for g in settings.gpus}   # one timing at a time per device, alone
         self._load = {g: 0 for g in settings.gpus}
-        self.lease_log: list[tuple[int, float, float]] = []          # (gpu, start, end) of each timing
+        # (gpu, start, end) of each exclusive hold: the timings (and, on a GPU, the stability checks)
+        self.lease_log: list[tuple[int, float, float]] = []
         interp = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""} if settings.mode == "cpu" else {}
         self._zygote = _Zygote(interp) if settings.fork_server else None
 

@@ -70,3 +70,18 @@ def test_ideas_do_not_propose_a_move_that_renders_the_seed_again():
     bodies = [SPACE.body(i["params"]) for i in raw]
     assert SPACE.body(SPACE.params_of(STARTER)) not in bodies
     assert len(set(bodies)) == len(bodies)
+
+
+def test_branches_stay_inside_shared_memory():
+    # the tuning knobs of a branch (stages, key block) can push attention past the H200's 227 KB of shared memory:
+    # an H200 search crashed on 64 x 128 tiles at 4 stages (OutOfResources); such branches are not made
+    import random
+
+    from kernelsearch.evaluators.families.flash_attention.space import SHARED_MAX, shared_bytes
+    from kernelsearch.evaluators.families.flash_attention_causal import SPACE as ATTN
+
+    idea = {**ATTN.default, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "num_stages": 2}
+    assert shared_bytes({**idea, "num_stages": 4}) > SHARED_MAX        # a point the tuning knobs can reach
+    for seed in range(30):
+        for p in ATTN.branches(idea, 4, random.Random(seed), fixed={"BLOCK_M", "num_warps"}):
+            assert shared_bytes(p) <= SHARED_MAX, p

@@ -277,7 +277,8 @@ def make_space(causal: bool) -> SearchSpace:
         params["longest_first"] = [True]
         default.update(FULL_DEFAULT)
     return SearchSpace(params=params, default=default, template=make_template(causal), moves=make_moves(causal),
-                       tuning=["num_stages", "num_warps", "BLOCK_N"])
+                       tuning=["num_stages", "num_warps", "BLOCK_N"],
+                       feasible=lambda p: shared_bytes(p) <= SHARED_MAX)
 
 
 SPACE = make_space(causal=False)

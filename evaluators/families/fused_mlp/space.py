@@ -298,4 +298,5 @@ def shared_bytes(p: dict, size: int = 2) -> int:
 
 
 SPACE = SearchSpace(params=PARAMS, default=DEFAULT, template=_template, moves=_moves(),
-                    tuning=["gate_up_stages", "down_stages", "GROUP_M", "gate_up_warps", "down_warps"])
+                    tuning=["gate_up_stages", "down_stages", "GROUP_M", "gate_up_warps", "down_warps"],
+                    feasible=lambda p: shared_bytes(p) <= SHARED_MAX)

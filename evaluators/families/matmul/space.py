@@ -357,4 +357,5 @@ def shared_bytes(p: dict, size: int = 2) -> int:
 
 
 SPACE = SearchSpace(params=PARAMS, default=DEFAULT, template=_template, moves=_moves(),
-                    tuning=["num_stages", "GROUP_M", "BK", "num_warps"])
+                    tuning=["num_stages", "GROUP_M", "BK", "num_warps"],
+                    feasible=lambda p: shared_bytes(p) <= SHARED_MAX)

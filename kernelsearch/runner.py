@@ -61,7 +61,7 @@ class Progress:
             self.c.print(f"        round {self.round} | evals {self.done} done, {self.queued} queued | best {best} | "
                          f"{tok} tokens ${cost:.4f}", style="dim", markup=False)
         elif kind == "not_started":
-            self.c.print(f"  k{data['kernel_id']:<4} not started ({data['reason']}): left queued for a resume",
+            self.c.print(f"  k{data['kernel_id']:<4} not started ({data['reason']}): stored, queued",
                          style="dim", markup=False)
         elif kind == "llm_error":
             self.c.print(f"  [yellow]{data['role']} reply unusable:[/] {str(data['error'])[:200]}")

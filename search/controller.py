@@ -127,7 +127,7 @@ class Controller:
             return True
 
         result = await self.pool.evaluate(code, self.problem.ref, may_start=start)
-        if result is None:   # the wall-time budget ran out while it waited: left queued, a resume evaluates it
+        if result is None:   # the wall-time budget ran out while it waited: stored, left queued
             self.emit("not_started", {"kernel_id": kernel_id, "reason": self.stop_reason or "budget_wall_time"})
             return
         detail = result.pop("detail", {}) or {}

@@ -114,7 +114,7 @@ def test_evaluation_budget_stops_the_run(tmp_path):
 
 def test_wall_time_budget_stops_candidates_waiting_for_a_slot(tmp_path):
     # one slot; the first branch takes 15 s to load, so the wall budget runs out while the other two wait: they
-    # are stored, not started, and left queued for a resume (checked between rounds only, all three ran)
+    # are stored, not started, left queued (when the budget was checked between rounds only, all three ran)
     slow = ONLINE + "\nimport time\ntime.sleep(15)\n"
     others = [ONLINE.replace("BLOCK=2048", f"BLOCK={b}") for b in (512, 1024)]
     ideas = {"role": "ideas", "text": json.dumps({"ideas": [{"title": "three", "description": "one slow"}]})}
@@ -131,6 +131,8 @@ def test_wall_time_budget_stops_candidates_waiting_for_a_slot(tmp_path):
                           "ORDER BY k.id")
     assert evaluated == [(1, 0), (0, 0)], r.stdout          # the starter and the slow branch only
     assert r.stdout.count("not started (budget_wall_time)") == 2
+    tree = cli("tree", "w", "--db", str(db), cwd=tmp_path)
+    assert tree.returncode == 0 and tree.stdout.count("queued") >= 2, tree.stdout + tree.stderr
 
 
 def test_loud_forking_hungry_and_sleeping_candidates_are_stopped_and_the_run_goes_on(tmp_path):

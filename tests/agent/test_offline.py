@@ -85,3 +85,11 @@ def test_branches_stay_inside_shared_memory():
     for seed in range(30):
         for p in ATTN.branches(idea, 4, random.Random(seed), fixed={"BLOCK_M", "num_warps"}):
             assert shared_bytes(p) <= SHARED_MAX, p
+
+
+def test_softmax_crfm_offers_no_move_that_packs_its_wide_rows():
+    from kernelsearch.evaluators.families.softmax_crfm import SPACE as CRFM
+
+    assert any(m.changes.get("ROWS", 1) > 1 for m in SPACE.moves)          # softmax (32000-wide bf16) has them
+    for params in (CRFM.default, {**CRFM.default, "variant": "single"}):
+        assert all(new["ROWS"] == 1 for _, new in CRFM.applicable(params))

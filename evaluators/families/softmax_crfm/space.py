@@ -18,6 +18,10 @@ from kernelsearch.evaluators.families.softmax.space import SPACE as _SOFTMAX
 # the whole row in registers (32 warps) 0.832; eager 1.05. 2026-12-03: one persistent program of 32 warps per
 # SM, 16384-wide chunks, one exp per element, L2 hints 0.730; online 4096/8 warps 0.769; `coop` SPLIT 2 with 16
 # warps (this, with the online knobs kept for the move back) 0.556
-SPACE = dataclasses.replace(_SOFTMAX, default={**DEFAULT, "variant": "coop", "SPLIT": 2, "BLOCK": 16384,
+# a 65536-wide fp32 row is 256 KB: packing several whole rows into one program's registers is not a kernel
+# (8 rows: 2 MB of registers; the H200 search's branch at ROWS 8 ran past its 60 s timeout compiling), so the
+# moves that pack rows are not offered here
+_MOVES = [m for m in _SOFTMAX.moves if m.changes.get("ROWS", 1) == 1]
+SPACE = dataclasses.replace(_SOFTMAX, moves=_MOVES, default={**DEFAULT, "variant": "coop", "SPLIT": 2, "BLOCK": 16384,
                                                "num_warps": 16, "num_stages": 4, "exp2": True, "persistent": True,
                                                "programs_per_sm": 1, "stats": "chunk", "cache_hints": True})

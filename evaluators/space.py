@@ -25,6 +25,12 @@ def _depth(stages, x):
 '''
 
 
+def programs_per_sm(p: dict[str, Any], persistent_grid: bool) -> int:
+    """The programs-per-SM value a template renders: the parameter where a persistent grid reads it, else one
+    canonical value, so kernels that differ only in an unused knob render the same text (one kernel to a search)."""
+    return p["programs_per_sm"] if persistent_grid else 4
+
+
 @dataclass(frozen=True)
 class Move:
     """One idea: set some parameters. `when` limits it to the seeds it makes sense for."""
@@ -42,7 +48,8 @@ class SearchSpace:
     template: Callable[[dict[str, Any]], str]    # params -> the ModelNew source, without the header
     moves: list[Move]
     tuning: list[str] = field(default_factory=list)  # knobs the coder varies across branches of one idea
-    # points that can run at all (attention: the stages fit in shared memory); a branch never lands outside
+    # points that can run at all (the GEMM-shaped families: the stages fit in shared memory); no move and no
+    # branch lands outside
     feasible: Callable[[dict[str, Any]], bool] = lambda p: True
     _bodies: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -84,7 +91,7 @@ class SearchSpace:
             if not move.when(params):
                 continue
             new = {**params, **move.changes}
-            if new != params:
+            if new != params and self.feasible(new):
                 out.append((move, new))
         return out
 

@@ -106,7 +106,7 @@ class Controller:
         b = self.cfg.budgets
         if self.stop_reason:
             return self.stop_reason
-        if b.wall_time_s and self._elapsed() >= b.wall_time_s:
+        if self._wall_time_spent():
             return "budget_wall_time"
         if b.tokens or b.dollars:
             tok, cost = self._usage()
@@ -142,14 +142,15 @@ class Controller:
         if stop:
             self.stop_reason = stop
 
+    def _wall_time_spent(self) -> bool:
+        wall = self.cfg.budgets.wall_time_s
+        return bool(wall and self._elapsed() >= wall)
+
     def _may_start(self) -> bool:
         """Whether a candidate that got a free evaluation slot starts now. Not past the wall-time budget, and not
         after a target was reached: a round's later candidates wait for slots, so checking only between rounds
         let a 35 s budget run for 156 s (two waves of minute-long matmul evaluations)."""
-        if self.stop_reason:
-            return False
-        wall = self.cfg.budgets.wall_time_s
-        return not (wall and self._elapsed() >= wall)
+        return not (self.stop_reason or self._wall_time_spent())
 
     def _check_targets_only(self) -> str | None:
         t = self.cfg.targets
@@ -216,17 +217,21 @@ class Controller:
             out.append(f"{idea.title} (on kernel {idea.parent_kernel_id}): {outcome}")
         return out
 
-    def _hints(self) -> dict:
+    def _codes(self, before_round: int | None = None) -> list[str]:
+        """The run's kernels, or only those of rounds before `before_round`."""
+        q = select(Kernel.code).where(Kernel.run_id == self.run_id)
+        if before_round is not None:
+            q = q.where(Kernel.round < before_round)
         with session_scope(self.engine) as s:
-            codes = s.exec(select(Kernel.code).where(Kernel.run_id == self.run_id)).all()
-        return {"problem": self.problem.ref, "seen_codes": list(codes)}
+            return list(s.exec(q).all())
+
+    def _hints(self) -> dict:
+        return {"problem": self.problem.ref, "seen_codes": self._codes()}
 
     def _code_hints(self, rnd: int) -> dict:
         """The coder's structured hints: the kernels of earlier rounds, which a branch need not write again. Only
         earlier rounds (complete when this one runs), so a resumed round writes the branches it would have."""
-        with session_scope(self.engine) as s:
-            codes = s.exec(select(Kernel.code).where(Kernel.run_id == self.run_id, Kernel.round < rnd)).all()
-        return {"problem": self.problem.ref, "earlier_codes": list(codes)}
+        return {"problem": self.problem.ref, "earlier_codes": self._codes(before_round=rnd)}
 
     def _last_round(self) -> int:
         with session_scope(self.engine) as s:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from string import Template
 
-from kernelsearch.evaluators.space import Move, SearchSpace
+from kernelsearch.evaluators.space import Move, SearchSpace, programs_per_sm
 
 _PROLOGUE = '''import torch
 import triton
@@ -275,7 +275,7 @@ def _template(p: dict) -> str:
         "X_HINT": ', eviction_policy="evict_first"' if p["cache_hints"] else "",
         "BLOCK": p["BLOCK"], "PERSISTENT": p["persistent"], "SPLIT": p["SPLIT"],
         "num_warps": p["num_warps"], "num_stages": p["num_stages"],
-        "PROGRAMS_PER_SM": p["programs_per_sm"] if p["persistent"] else 4,  # (used by persistent grids only)
+        "PROGRAMS_PER_SM": programs_per_sm(p, p["persistent"]),
     }
     text = (_PROLOGUE + body + finish + _EPILOGUE).replace("$TARGET", _TARGET.rstrip("\n"))
     return Template(text).substitute(fill)

@@ -279,9 +279,7 @@ def _moves() -> list[Move]:
         moves.append(Move(f"group {g} tiles down",
                           f"Order tiles in groups of {g} rows so concurrent programs share weight tiles in L2.",
                           {"GROUP_M": g}))
-    # offer a move only where its landing point fits in shared memory
-    return [Move(m.title, m.description, m.changes,
-                 when=lambda p, m=m: m.when(p) and shared_bytes({**p, **m.changes}) <= SHARED_MAX) for m in moves]
+    return moves   # those landing past shared memory are left out by the space's `feasible`
 
 
 SHARED_MAX = 232448  # bytes of shared memory one program may use on an H100/H200 (227 KB)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from string import Template
 
-from kernelsearch.evaluators.space import Move, SearchSpace
+from kernelsearch.evaluators.space import Move, SearchSpace, programs_per_sm
 
 _PROLOGUE = '''import math
 
@@ -317,7 +317,7 @@ def make_template(interface: str):
             "W_HINT": ', eviction_policy="evict_last"' if hints else "",
             "ROWS": p["ROWS"], "BLOCK": p["BLOCK"], "PERSISTENT": p["persistent"],
             "num_warps": p["num_warps"], "num_stages": p["num_stages"],
-            "PROGRAMS_PER_SM": p["programs_per_sm"] if p["persistent"] else 4,  # (persistent grids only)
+            "PROGRAMS_PER_SM": programs_per_sm(p, p["persistent"]),
             "SPLIT_CHUNK": p["SPLIT_CHUNK"],
             "APPLY_ROWS": p["APPLY_ROWS"],
         }

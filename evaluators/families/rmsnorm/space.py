@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from string import Template
 
-from kernelsearch.evaluators.space import Move, SearchSpace
+from kernelsearch.evaluators.space import Move, SearchSpace, programs_per_sm
 
 _PROLOGUE = '''import torch
 import triton
@@ -134,7 +134,7 @@ def _template(p: dict) -> str:
         "W_HINT": ', eviction_policy="evict_last"' if hints else "",
         "ROWS": p["ROWS"], "BLOCK": p["BLOCK"], "PERSISTENT": p["persistent"],
         "num_warps": p["num_warps"], "num_stages": p["num_stages"],
-        "PROGRAMS_PER_SM": p["programs_per_sm"] if p["persistent"] else 4,  # (used by persistent grids only)
+        "PROGRAMS_PER_SM": programs_per_sm(p, p["persistent"]),
     }
     return Template(_PROLOGUE + body + _EPILOGUE).substitute(fill)
 

@@ -5,7 +5,7 @@ row twice (the second read mostly hits L2: a 32000-wide bf16 row is 64 KB); `thr
 """
 from __future__ import annotations
 
-from kernelsearch.evaluators.space import Move, SearchSpace
+from kernelsearch.evaluators.space import Move, SearchSpace, programs_per_sm
 
 _PROLOGUE = '''import os
 
@@ -253,10 +253,9 @@ def _template(p: dict) -> str:
     for k, v in fill.items():
         body = body.replace("{" + k + "}", str(v))
     body = body.replace("\x00", "{").replace("\x01", "}")
-    # programs per SM only matter to a persistent grid: elsewhere one canonical value, so kernels that differ
-    # only in it render the same text (and a search does not time one kernel twice)
-    uses_grid = p["persistent"] and "{PERSISTENT}" in raw
-    return _PROLOGUE + body + _EPILOGUE.format(PROGRAMS_PER_SM=p["programs_per_sm"] if uses_grid else 4)
+    # (coop and three_pass launch no persistent grid, whatever `persistent` says)
+    pps = programs_per_sm(p, p["persistent"] and "{PERSISTENT}" in raw)
+    return _PROLOGUE + body + _EPILOGUE.format(PROGRAMS_PER_SM=pps)
 
 
 PARAMS = {

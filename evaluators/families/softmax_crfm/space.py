@@ -22,6 +22,7 @@ from kernelsearch.evaluators.families.softmax.space import SPACE as _SOFTMAX
 # (8 rows: 2 MB of registers; the H200 search's branch at ROWS 8 ran past its 60 s timeout compiling), so the
 # moves that pack rows are not offered here
 _MOVES = [m for m in _SOFTMAX.moves if m.changes.get("ROWS", 1) == 1]
-SPACE = dataclasses.replace(_SOFTMAX, moves=_MOVES, default={**DEFAULT, "variant": "coop", "SPLIT": 2, "BLOCK": 16384,
-                                               "num_warps": 16, "num_stages": 4, "exp2": True, "persistent": True,
-                                               "programs_per_sm": 1, "stats": "chunk", "cache_hints": True})
+SPACE = dataclasses.replace(_SOFTMAX, moves=_MOVES,
+                            default={**DEFAULT, "variant": "coop", "SPLIT": 2, "BLOCK": 16384, "num_warps": 16,
+                                     "num_stages": 4, "exp2": True, "persistent": True, "programs_per_sm": 1,
+                                     "stats": "chunk", "cache_hints": True})

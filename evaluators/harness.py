@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import gc
 import hashlib
 import threading
 import time
@@ -259,6 +260,7 @@ class Evaluator:
         # float64 references of the largest case at every size: tens of GB for attention's timed case (scores of
         # 4 x 32 x 4096 x 4096 in float64), and three workers at once ran an H200 out of memory, which the
         # candidates were charged for as crashes; so on a GPU one stability check at a time, alone on the device
+        self._free_cached_memory()   # a worker waiting for the lease must not hold what its checks cached
         with self.lease("exclusive" if self.device == "cuda" else "shared"):
             self._stability(cases)
 
@@ -302,29 +304,47 @@ class Evaluator:
         """Inputs that break naive kernels: large magnitudes, near-zero, mixed scales, rows of equal values; at
         the problem's looser stability tolerance. Candidate first on clones, as in every check."""
         case = cases[-1]
-        atol, rtol = self.problem.stability_tolerance(case.dtype)
         for name in self.problem.stability:
-            seed = _seed(self.s.seed, case.name, "stability", name)
-            ref, cand = self._models(case, seed)
-            inputs = stability_inputs(name, self.problem.build_inputs(case, seed, self.device), case.dtype, seed)
-            got = self._call(cand, _clone(inputs), f"ModelNew.forward ({name} inputs)")
-            want, want_hi = _references(ref, inputs, torch.float64)   # float64 at every size: these inputs are hard
-            if _overflows(want, want_hi):   # the true answer is outside the dtype's range: nothing to check
-                self.detail["cases"].append({"case": f"{case.describe()} {name}", "skipped": "out of range"})
-                continue
-            cmp = compare(got, want, want_hi, atol, rtol)
-            judged = "tolerance"
-            if not cmp.ok and not compare(want, want, want_hi, atol, rtol).ok:
-                # PyTorch's own answer at this dtype misses the tolerance too: the inputs are past what the dtype
-                # can resolve (bf16 matmul or attention on inputs x 1e3: cancellation of 1e6-sized terms, seen
-                # on an H200). The candidate must then be no worse than eager, normwise, against float64.
-                cmp = _no_worse_than_eager(got, want, want_hi, cmp)
-                judged = "eager's own error"
-            self.detail["cases"].append({"case": f"{case.describe()} {name}", "trial": 0, "ok": cmp.ok,
-                                         "max_abs": cmp.max_abs, "max_rel": cmp.max_rel, "judged_by": judged})
-            if not cmp.ok:
-                raise CandidateFailure(Status.incorrect, f"stability check ({name} inputs) on {case.describe()}: "
-                                       f"{cmp.reason}", cmp.detail or None, stage="correctness")
+            # one input set per call: its float64 tensors (tens of GB for attention's timed case) are gone when
+            # the call returns, a failure included (a raised exception's traceback would keep them alive), and
+            # the cache is handed back before the next set or the lease's release
+            failure = self._stability_one(case, name)
+            self._free_cached_memory()
+            if failure is not None:
+                raise failure
+
+    def _stability_one(self, case: Case, name: str) -> CandidateFailure | None:
+        atol, rtol = self.problem.stability_tolerance(case.dtype)
+        seed = _seed(self.s.seed, case.name, "stability", name)
+        ref, cand = self._models(case, seed)
+        inputs = stability_inputs(name, self.problem.build_inputs(case, seed, self.device), case.dtype, seed)
+        got = self._call(cand, _clone(inputs), f"ModelNew.forward ({name} inputs)")
+        want, want_hi = _references(ref, inputs, torch.float64)   # float64 at every size: these inputs are hard
+        if _overflows(want, want_hi):   # the true answer is outside the dtype's range: nothing to check
+            self.detail["cases"].append({"case": f"{case.describe()} {name}", "skipped": "out of range"})
+            return None
+        cmp = compare(got, want, want_hi, atol, rtol)
+        judged = "tolerance"
+        if not cmp.ok and not compare(want, want, want_hi, atol, rtol).ok:
+            # PyTorch's own answer at this dtype misses the tolerance too: the inputs are past what the dtype
+            # can resolve (bf16 matmul or attention on inputs x 1e3: cancellation of 1e6-sized terms, seen
+            # on an H200). The candidate must then be no worse than eager, normwise, against float64.
+            cmp = _no_worse_than_eager(got, want, want_hi, cmp)
+            judged = "eager's own error"
+        self.detail["cases"].append({"case": f"{case.describe()} {name}", "trial": 0, "ok": cmp.ok,
+                                     "max_abs": cmp.max_abs, "max_rel": cmp.max_rel, "judged_by": judged})
+        if cmp.ok:
+            return None
+        return CandidateFailure(Status.incorrect, f"stability check ({name} inputs) on {case.describe()}: "
+                                f"{cmp.reason}", cmp.detail or None, stage="correctness")
+
+    def _free_cached_memory(self) -> None:
+        """Hand this worker's cached device memory back to the driver. PyTorch's allocator keeps what a check
+        used: on an H200 two workers past their stability checks held 44 and 45 GB of it, and a third worker's
+        float64 references, run alone under the exclusive lease, still ran out of memory."""
+        if self.device == "cuda":
+            gc.collect()
+            torch.cuda.empty_cache()
 
     def _precision_note(self, case: Case) -> str:
         casts = self.detail.get("low_precision_casts")

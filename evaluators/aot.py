@@ -104,6 +104,19 @@ _PTXAS_RE = {
 }
 
 
+_MEMOP_RE = re.compile(r"^\s*(?:@!?%p\d+\s+)?((?:ld|st)\.global(?:\.[a-zA-Z0-9_:]+)*)", re.M)
+
+
+def memory_ops(ptx: str) -> dict[str, int]:
+    """Global load/store instructions in the PTX by full opcode (`ld.global.v4.b32`: a 16-byte vector load;
+    `ld.global.b16`: one bf16 element per instruction): how wide the kernel's memory accesses compiled. The
+    cache qualifiers (`.L1::evict_last`, ...) are part of the opcode."""
+    counts: dict[str, int] = {}
+    for m in _MEMOP_RE.finditer(ptx):
+        counts[m.group(1)] = counts.get(m.group(1), 0) + 1
+    return dict(sorted(counts.items()))
+
+
 def _ptxas_usage(ptx: str, fp_fusion: bool) -> dict:
     """Registers and spills from `ptxas -v` (Triton deletes its own ptxas log)."""
     from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
@@ -153,6 +166,7 @@ def _compile_one(launch: dict) -> dict:
     entry["status"] = "ok"
     entry["shared_bytes"] = int(md.shared)
     entry["compile_s"] = round(time.monotonic() - t0, 3)
+    entry["memory_ops"] = memory_ops(kernel.asm["ptx"])
     try:
         usage = _ptxas_usage(kernel.asm["ptx"], getattr(opts, "enable_fp_fusion", True))
     except (AOTError, OSError, subprocess.SubprocessError) as err:

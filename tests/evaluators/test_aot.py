@@ -83,3 +83,36 @@ def test_in_process_refuses_interpreter_mode(softmax):
 def test_unknown_case_is_an_aot_error(softmax):
     with pytest.raises(AOTError, match="no case"):
         aot_report(_starter(), softmax, "nope")
+
+
+_COPY = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _copy_kernel(x_ptr, y_ptr, n, GATHER: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    src = (offs * 7) % n if GATHER else offs   # a gather cannot be one vector load
+    tl.store(y_ptr + offs, tl.load(x_ptr + src, mask=offs < n), mask=offs < n)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        _copy_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), GATHER=$GATHER, BLOCK=1024, num_warps=4)
+        return y
+'''
+
+
+def test_memory_ops_tell_a_vectorised_load_from_a_gather(softmax):
+    # an fp32 copy of 64000 elements (divisible by 16, so the mask is known aligned): 1024 elements over 128
+    # threads, 8 a thread, two 16-byte vectors. (At odd-bf16's 5000 elements even the plain copy compiles to
+    # single-element loads: Triton specialises lengths on divisibility by 16 only.)
+    from string import Template
+
+    (plain,) = aot_report(Template(_COPY).substitute(GATHER=False), softmax, "mid")["kernels"]
+    assert plain["memory_ops"] == {"ld.global.v4.b32": 2, "st.global.v4.b32": 2}, plain
+    (gather,) = aot_report(Template(_COPY).substitute(GATHER=True), softmax, "mid")["kernels"]
+    assert gather["memory_ops"].get("ld.global.b32", 0) == 8, gather   # one element per load
+    assert gather["memory_ops"]["st.global.v4.b32"] == 2

@@ -5,6 +5,8 @@
 set -u
 . bench/device_env.sh || exit 1
 budget=${BUDGET:-300}
+# COMPILE=1: torch.compile timed beside the starter too (each family compiles for tens of seconds)
+nocomp=--no-compile; [ -n "${COMPILE:-}" ] && nocomp=
 python3 - "${SWEEPS:-bench/sweeps.json}" > /tmp/sweep_args.txt <<'PY'
 import json, sys
 for fam, points in json.load(open(sys.argv[1])).items():
@@ -12,6 +14,6 @@ for fam, points in json.load(open(sys.argv[1])).items():
 PY
 while read -r fam points; do
   left=$(( budget - SECONDS )); [ "$left" -lt 15 ] && { echo "budget spent before $fam" >> "$OUT/sweeps.txt"; break; }
-  timeout "$left" python3 bench/bench_families.py "$fam" --no-compile --iters 10 --warmup 3 --sweep "$points" 2>&1 \
+  timeout "$left" python3 bench/bench_families.py "$fam" $nocomp --iters 10 --warmup 3 --sweep "$points" 2>&1 \
     | grep -v -i warning | tail -n +3 >> "$OUT/sweeps.txt"
 done < /tmp/sweep_args.txt

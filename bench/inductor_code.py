@@ -36,7 +36,7 @@ def _launch_configs(seen: set) -> list[str]:
         for launcher in (getattr(obj, "launchers", None) or [])[:1]:
             cfg = launcher.config
             lines.append(f"{name}: {cfg.kwargs} num_warps={cfg.num_warps} num_stages={cfg.num_stages} "
-                         f"(of {len(obj.configs)} configs)")
+                         f"(of {len(obj.configs or [])} configs)")
     return sorted(lines)
 
 

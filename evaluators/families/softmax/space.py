@@ -272,6 +272,10 @@ PARAMS = {
     "cache_hints": [False, True],
 }
 
+# tried and left out, 2026-12-03 evening: the row kept in bf16 registers with each exponential computed twice
+# (so two 32-warp programs might fit on an SM) was 0.183 ms vs 0.170 for this starter on the H200: ptxas still
+# fills the 64 registers a 1024-thread program may have, and capped at 32 it spills 232 bytes a thread; one
+# persistent program per SM 0.168 (Liger 0.170 in the same call)
 # measured on an H200 (bf16 4096 x 32000, bench --sweep, 2026-12-03): online 2048/8 warps 2 stages 0.254 ms,
 # 1 stage 0.206, one exp per element in sweep 1 with L2 hints 0.204; the row in registers with 16 warps 0.184,
 # 32 warps 0.179, with exp2 (this) 0.171; Liger 0.171

@@ -350,3 +350,23 @@ def test_cooperative_softmax_compiles_for_sm90_in_every_case(name):
             split = k["constexprs"]["SPLIT"]
             assert split >= 4 and split & (split - 1) == 0, f"compiled, a row is cut into >= SPLIT parts: {k}"
             assert k["spills_bytes"] == 0, f"{name} coop on {case.describe()} spills: {k}"
+
+
+@pytest.mark.parametrize("name,args", [
+    ("softmax", ()),
+    ("rmsnorm", (torch.ones(32000),)),
+    ("layernorm", (torch.ones(32000), torch.zeros(32000))),
+])
+def test_rows_in_registers_refuse_more_than_one_program_can_hold(name, args, tmp_path):
+    # 8 rows of 32000 (a vocabulary's softmax) in one program: 262144 fp32 values of registers. On the H200 such
+    # a branch compiled past its 60 s timeout; it must fail at once, saying why, and 2 rows of 1000 must run
+    space = _problem(name).family.SPACE
+    source = space.render({**space.default, "variant": "single", "ROWS": 8})
+    module = _load_candidate(source, tmp_path)
+    fn = {"softmax": "softmax", "rmsnorm": "rms_norm", "layernorm": "layer_norm"}[name]
+    eps = () if name == "softmax" else (1e-5,)
+    with pytest.raises(ValueError, match="8 rows of 32000 do not fit in one program's registers"):
+        getattr(module, fn)(torch.randn(16, 32000), *args, *eps)
+    small = [a[:1000] for a in args]
+    out = getattr(module, fn)(torch.randn(2, 1000), *small, *eps)
+    assert out.shape == (2, 1000) and bool(torch.isfinite(out).all())

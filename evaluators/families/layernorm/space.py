@@ -54,9 +54,10 @@ def _layernorm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_rows, n_cols, x_stride,
 
 def _launch(x, w, b, y, n_rows, n_cols, eps):
     block = max(triton.next_power_of_2(n_cols), 16)
-    if block > 65536:
-        raise ValueError(f"layernorm: a row of {n_cols} does not fit in registers; use a chunked variant")
     rows = $ROWS
+    if block * rows > 65536:
+        raise ValueError(f"layernorm: {rows} rows of {n_cols} do not fit in one program's registers; use fewer "
+                         f"rows per program or a chunked variant")
     groups = triton.cdiv(n_rows, rows)
     grid = (min(groups, _num_programs(x)),) if $PERSISTENT else (groups,)
     _layernorm_rows_kernel[grid](x, w, b, y, n_rows, n_cols, x.stride(0), y.stride(0), eps,

@@ -42,9 +42,10 @@ def _rmsnorm_rows_kernel(x_ptr, w_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride
 
 def _launch(x, w, y, n_rows, n_cols, eps):
     block = max(triton.next_power_of_2(n_cols), 16)
-    if block > 65536:
-        raise ValueError(f"rmsnorm: a row of {n_cols} does not fit in registers; use the chunked variant")
     rows = $ROWS
+    if block * rows > 65536:
+        raise ValueError(f"rmsnorm: {rows} rows of {n_cols} do not fit in one program's registers; use fewer "
+                         f"rows per program or the chunked variant")
     groups = triton.cdiv(n_rows, rows)
     grid = (min(groups, _num_programs(x)),) if $PERSISTENT else (groups,)
     _rmsnorm_rows_kernel[grid](x, w, y, n_rows, n_cols, x.stride(0), y.stride(0), eps,

@@ -77,6 +77,9 @@ def _softmax_rows_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride,
 def _launch(x, y, n_rows, n_cols):
     block = max(triton.next_power_of_2(n_cols), 16)
     rows = {ROWS}
+    if rows > 1 and block * rows > 65536:   # over 256 KB of fp32 a program: it spills, or compiles for minutes
+        raise ValueError(f"softmax: {{rows}} rows of {{n_cols}} do not fit in one program's registers; "
+                         f"use fewer rows per program or a chunked variant")
     groups = triton.cdiv(n_rows, rows)
     grid = (min(groups, _num_programs(x)),) if {PERSISTENT} else (groups,)
     _softmax_rows_kernel[grid](x, y, n_rows, n_cols, x.stride(0), y.stride(0),

@@ -81,9 +81,9 @@ def time_ms(fn, iters: int, warmup: int) -> float:
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     # a 0.2 ms sleep kernel per call keeps the GPU behind the host, so no call's events include launch latency
     # (without it, rmsnorm-sized kernels read up to 2x slow: the harness's timing.py says how this was seen)
-    from kernelsearch.evaluators.timing import _sleep_rate
+    from kernelsearch.evaluators.timing import sleep_rate
 
-    cycles = int(0.2 * _sleep_rate())
+    cycles = int(0.2 * sleep_rate())
     for s, e in zip(starts, ends):
         torch.cuda._sleep(cycles)
         _FLUSH.zero_()

@@ -20,7 +20,7 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")   # before any kernel is defined
 
-from kernelsearch.evaluators.harness import EAGER_SLACK, _normwise_error, _references, compare, stability_inputs  # noqa: E402
+from kernelsearch.evaluators.harness import EAGER_SLACK, compare, normwise_error, references, stability_inputs  # noqa: E402
 from kernelsearch.evaluators.problem import load_problem, load_source_module  # noqa: E402
 
 
@@ -53,14 +53,14 @@ def main() -> None:
     for name in prob.stability:
         inputs = stability_inputs(name, prob.build_inputs(case, 7, device), case.dtype, 7)
         with torch.no_grad():
-            want, want_hi = _references(ref, inputs, torch.float64)
+            want, want_hi = references(ref, inputs, torch.float64)
             e_ok = compare(want, want, want_hi, atol, rtol).ok
-            e_err = _normwise_error(want, want_hi)
+            e_err = normwise_error(want, want_hi)
             print(f"  {name:<6} eager    ok={e_ok!s:<5} normwise {e_err:.3g}  off {_off(want, want_hi, atol, rtol)}")
             for label, m in cands:
                 got = m(*[t.clone() for t in inputs])
                 c = compare(got, want, want_hi, atol, rtol)
-                err = _normwise_error(got, want_hi)
+                err = normwise_error(got, want_hi)
                 print(f"  {name:<6} {label:<8} ok={c.ok!s:<5} normwise {err:.3g} ({err / max(e_err, 1e-300):.2f}x "
                       f"eager)  off {_off(got, want_hi, atol, rtol)}  max_abs {c.max_abs}")
             del want, want_hi

@@ -96,7 +96,7 @@ def stability_inputs(name: str, values: list, dtype: str, seed: int) -> list:
     return out
 
 
-def _references(ref, inputs: list, hi: torch.dtype | None = None) -> tuple:
+def references(ref, inputs: list, hi: torch.dtype | None = None) -> tuple:
     """The reference's answer at the problem's dtype (it fixes dtype, shape and device) and the same computed in
     `hi`: by default float64 (float32 above F64_MAX_ELEMENTS input elements), which values are measured against.
     Every check (correctness, cache, timed outputs) uses both: measured against the low-precision reference
@@ -114,7 +114,7 @@ def _references(ref, inputs: list, hi: torch.dtype | None = None) -> tuple:
 EAGER_SLACK = 2.0   # on inputs the dtype cannot resolve, a candidate may be up to this many times eager's error
 
 
-def _normwise_error(got, want_hi) -> float:
+def normwise_error(got, want_hi) -> float:
     """max over outputs of ||got - ref||_2 / ||ref||_2, in float64; NaN/Inf anywhere is infinite error."""
     worst = 0.0
     for g, h in zip(flatten(got), flatten(want_hi)):
@@ -133,7 +133,7 @@ def _no_worse_than_eager(got, want, want_hi, failed: Comparison) -> Comparison:
     non-finite values were already checked by `compare` and are kept as failures)."""
     if "values off by more than" not in failed.reason:
         return failed   # shape, dtype, device, type or NaN/Inf: not a question of precision
-    mine, eager = _normwise_error(got, want_hi), _normwise_error(want, want_hi)
+    mine, eager = normwise_error(got, want_hi), normwise_error(want, want_hi)
     if mine <= EAGER_SLACK * eager + 1e-12:
         return Comparison(True, "", failed.max_abs, failed.max_rel, 0)
     failed.reason += (f"; normwise error {mine:.3g} against float64 is over {EAGER_SLACK:g}x eager's own "
@@ -290,7 +290,7 @@ class Evaluator:
                 raise CandidateFailure(Status.rejected, f"input check: case {case.describe()}: the candidate "
                                        "modified its inputs in place", stage="correctness")
             t_ref = time.perf_counter()
-            want, want_hi = _references(ref, inputs)
+            want, want_hi = references(ref, inputs)
             self._add_s("references", t_ref)
             cmp = compare(got, want, want_hi, atol, rtol)
             self.detail["cases"].append({"case": case.describe(), "trial": trial, "ok": cmp.ok,
@@ -319,7 +319,7 @@ class Evaluator:
         ref, cand = self._models(case, seed)
         inputs = stability_inputs(name, self.problem.build_inputs(case, seed, self.device), case.dtype, seed)
         got = self._call(cand, _clone(inputs), f"ModelNew.forward ({name} inputs)")
-        want, want_hi = _references(ref, inputs, torch.float64)   # float64 at every size: these inputs are hard
+        want, want_hi = references(ref, inputs, torch.float64)   # float64 at every size: these inputs are hard
         if _overflows(want, want_hi):   # the true answer is outside the dtype's range: nothing to check
             self.detail["cases"].append({"case": f"{case.describe()} {name}", "skipped": "out of range"})
             return None
@@ -365,7 +365,7 @@ class Evaluator:
             del model_out
         atol, rtol = self.problem.tolerance(case.dtype)
         for i, inputs in enumerate(sets):
-            cmp = compare(outs[i], *_references(ref, inputs), atol, rtol)
+            cmp = compare(outs[i], *references(ref, inputs), atol, rtol)
             if not cmp.ok:
                 raise CandidateFailure(Status.incorrect, f"cache check: call {i} of two on different inputs of shape "
                                        f"{case.describe()} is wrong ({cmp.reason}): results are reused across "
@@ -435,7 +435,7 @@ class Evaluator:
         for i, inputs in enumerate(sets):
             if i in kept:
                 with self.lease("shared"):
-                    cmp = compare(kept[i], *_references(ref, inputs), atol, rtol)
+                    cmp = compare(kept[i], *references(ref, inputs), atol, rtol)
                 if not cmp.ok:
                     raise CandidateFailure(Status.incorrect, f"a timed call's output on input set {i} is wrong: "
                                            f"{cmp.reason}", cmp.detail or None, stage="timing")

@@ -23,7 +23,7 @@ L2_FLUSH_BYTES = 256 * 1024 * 1024  # several times the H200's 50 MB L2
 MAX_SLEEP_MS = 20.0  # the GPU's head start over the host is capped here (a candidate slower to launch is host-bound)
 
 
-def _sleep_rate() -> float:
+def sleep_rate() -> float:
     """Cycles of torch.cuda._sleep per millisecond on this device, measured with events."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
@@ -81,7 +81,7 @@ def time_interleaved(fns: dict[str, Callable[[list], object]], input_sets: list[
                     after_call(name, out)
     if cuda:
         torch.cuda.synchronize()
-        cycles_per_ms = _sleep_rate()
+        cycles_per_ms = sleep_rate()
         sleep_ms = min(max(2.0 * launch_ms, 0.05), MAX_SLEEP_MS)
     result = {n: Timings() for n in names}
     t_start = time.perf_counter()

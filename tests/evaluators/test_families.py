@@ -203,7 +203,7 @@ def test_attention_returns_the_picked_row_of_v_when_the_softmax_is_one_hot(name,
     # inputs x 1e3: each row's softmax is one-hot in any precision, so the exact answer is one row of v (a bf16
     # value) and eager returns it exactly; with the scale folded into one fused multiply-add the largest score
     # weighed exp2(rounding) instead of 1 and every element was off by bf16(p) / p (6x eager's error, H200)
-    from kernelsearch.evaluators.harness import _normwise_error, _references, stability_inputs
+    from kernelsearch.evaluators.harness import normwise_error, references, stability_inputs
 
     problem = _problem(name)
     case = Case("probe", {"batch": 1, "heads": 4, "seq": 1024, "head_dim": 128,
@@ -215,8 +215,8 @@ def test_attention_returns_the_picked_row_of_v_when_the_softmax_is_one_hot(name,
     inputs = stability_inputs("large", problem.build_inputs(case, 5, DEVICE), "bfloat16", 5)
     with torch.no_grad():
         got = cand(*[t.clone() for t in inputs])
-        want, want_hi = _references(ref, inputs, torch.float64)
-    mine, eager = _normwise_error(got, want_hi), _normwise_error(want, want_hi)
+        want, want_hi = references(ref, inputs, torch.float64)
+    mine, eager = normwise_error(got, want_hi), normwise_error(want, want_hi)
     assert mine <= 2 * eager + 1e-6, f"{name}: normwise error {mine:.3g} vs eager's {eager:.3g}"
 
 

@@ -196,6 +196,28 @@ def test_cooperative_softmax_exchanges_across_programs(name, split, tmp_path):
         assert err is None, f"{name} coop SPLIT {split} on {case.describe()}: {err}"
 
 
+@pytest.mark.skipif(DEVICE != "cuda", reason="the interpreter runs programs one after another, so the parts of a row "
+                    "would wait on each other forever: the cooperative layernorm splits rows only on a GPU (on the "
+                    "CPU its one-part path is checked by test_structural_variant_is_correct)")
+@pytest.mark.parametrize("part,warps", [(16384, 16), (32768, 32)])
+def test_cooperative_layernorm_merges_parts_across_programs(part, warps, tmp_path):
+    # every case of the CRFM problem, the offset ones (mean 128: Chan's merge must not lose the variance) and
+    # the timed 4M-column rows (128 parts of 32768) included; 16384-column parts refuse the 4M rows by name
+    problem = _problem("layernorm_crfm")
+    space = problem.family.SPACE
+    source = space.render({**space.default, "variant": "coop", "PART": part, "num_warps": warps})
+    ran = 0
+    for case in problem.cases:
+        try:
+            err = check(problem, case, source, tmp_path)
+        except ValueError as e:
+            assert part == 16384 and "more than the" in str(e) and "SMs that must hold them" in str(e), e
+            continue
+        ran += 1
+        assert err is None, f"layernorm coop PART {part} on {case.describe()}: {err}"
+    assert ran >= len(problem.cases_for("cpu"))
+
+
 @pytest.mark.skipif(DEVICE != "cuda", reason="needs the GPU's fused multiply-add: the interpreter (numpy) rounds "
                     "q k^T * scale before subtracting the max, so the bug this guards against cannot happen there")
 @pytest.mark.parametrize("name", ["flash_attention", "flash_attention_causal"])

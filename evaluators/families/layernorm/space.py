@@ -11,6 +11,10 @@ weight and bias once; at the timed bf16 8192 x 4096, 134 MB, 32 us at 4.2 TB/s):
   programs per row each reduce a SPLIT_CHUNK slice to (count, mean, M2) with Chan's formula, a small kernel
   merges them per row, and the apply kernel walks a column block over APPLY_ROWS rows, so the weight and bias
   are read once in all instead of once per row. x is read twice: 3 * n * size per row plus the affine once.
+- `coop` (layernorm_crfm only): a row cut into parts of PART columns held in registers, at most one part per
+  SM, exchanging (mean, M2) through 64-bit atomic words as the cooperative softmax does: x read once, 2 * n *
+  size per row plus the affine (kept in L2 with cache hints). Compiled for sm_90 at the CRFM shape: 128 parts
+  of 32768 with 32 warps, 64 registers and 112 bytes of spills a thread. Not yet timed on a GPU (2026-12-03).
 Never E[x^2] - E[x]^2: in fp32 it loses the variance when the mean is large (see wrong/).
 """
 from __future__ import annotations
@@ -20,6 +24,7 @@ from string import Template
 from kernelsearch.evaluators.space import Move, SearchSpace, programs_per_sm
 
 _PROLOGUE = '''import math
+import os
 
 import torch
 import triton
@@ -236,6 +241,68 @@ def _launch(x, w, b, y, n_rows, n_cols, eps):
                                   BLOCK=$BLOCK, APPLY_ROWS=$APPLY_ROWS, num_warps=$num_warps)
 '''
 
+_COOP = '''
+
+@triton.jit
+def _layernorm_coop_kernel(x_ptr, w_ptr, b_ptr, y_ptr, slot_ptr, n_cols, x_stride, y_stride, slice_len, eps,
+                           PARTS: tl.constexpr, BLOCK: tl.constexpr):
+    # PARTS programs share a row, each holding its slice in registers, so x is read from memory once however
+    # wide the row: each reduces its slice two-pass to (mean, M2), publishes them packed in one 64-bit word
+    # with one atomic exchange (M2 is stored negated, so the word is never 0 and is its own ready flag), waits
+    # for the other parts' words and merges them all with Chan's formula, in the same order in every part.
+    # The parts of a row are consecutive program ids, dispatched together; a part waits only on its own row.
+    pid = tl.program_id(0)
+    row = pid // PARTS
+    part = pid % PARTS
+    offs = tl.arange(0, BLOCK)
+    cols = part * slice_len + offs
+    mask = (offs < slice_len) & (cols < n_cols)
+    r64 = tl.cast(row, tl.int64)
+    x = tl.load(x_ptr + r64 * x_stride + cols, mask=mask, other=0.0$X_HINT).to(tl.float32)
+    count = tl.maximum(tl.minimum(n_cols - part * slice_len, slice_len), 0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / tl.maximum(count, 1.0)
+    d = tl.where(mask, x - mean, 0.0)
+    m2 = tl.sum(d * d, axis=0)
+    word = (mean.to(tl.uint32, bitcast=True).to(tl.uint64) << 32) | (-m2).to(tl.uint32, bitcast=True).to(tl.uint64)
+    slots = slot_ptr + r64 * PARTS
+    tl.atomic_xchg(slots + part, word.to(tl.int64, bitcast=True), sem="release", scope="gpu")
+    parts = tl.arange(0, PARTS)
+    words = tl.atomic_add(slots + parts, 0, sem="acquire", scope="gpu")
+    while tl.min(tl.where(words == 0, 0, 1), axis=0) == 0:
+        words = tl.atomic_add(slots + parts, 0, sem="acquire", scope="gpu")
+    u = words.to(tl.uint64, bitcast=True)
+    means = (u >> 32).to(tl.uint32).to(tl.float32, bitcast=True)
+    m2s = -((u & 0xFFFFFFFF).to(tl.uint32).to(tl.float32, bitcast=True))
+    counts = tl.maximum(tl.minimum(n_cols - parts * slice_len, slice_len), 0).to(tl.float32)
+    mean_row = tl.sum(counts * means, axis=0) / n_cols
+    dm = means - mean_row
+    rstd = tl.rsqrt(tl.sum(m2s + counts * dm * dm, axis=0) / n_cols + eps)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0$W_HINT).to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=mask, other=0.0$W_HINT).to(tl.float32)
+    y = (x - mean_row) * rstd * w + b
+    tl.store(y_ptr + r64 * y_stride + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _launch(x, w, b, y, n_rows, n_cols, eps):
+    # Triton's interpreter runs programs one after another, so a part would wait forever for the next one:
+    # there a row is one part (the same code, the exchange with itself). Compiled, a row is cut into parts of
+    # at most $PART columns, no more parts than SMs, so that all parts of a row can be resident at once.
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        parts = 1
+    else:
+        parts = triton.next_power_of_2(triton.cdiv(n_cols, $PART))
+        # (on a CPU tensor, the ahead-of-time compile for the H200: its 132 SMs)
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 132
+        if parts > sms:
+            raise ValueError(f"layernorm coop: a row of {n_cols} needs {parts} parts of {$PART} columns, more than "
+                             f"the {sms} SMs that must hold them at once; use wider parts or the split variant")
+    slice_len = triton.cdiv(n_cols, parts)
+    block = max(triton.next_power_of_2(slice_len), 16)
+    slots = torch.zeros(n_rows * parts, dtype=torch.int64, device=x.device)
+    _layernorm_coop_kernel[(n_rows * parts,)](x, w, b, y, slots, n_cols, x.stride(0), y.stride(0), slice_len, eps,
+                                              PARTS=parts, BLOCK=block, num_warps=$num_warps)
+'''
+
 _COMMON = '''
 
 _SMS = {}
@@ -306,7 +373,7 @@ class ModelNew(torch.nn.Module):
 ''',
 }
 
-_BODIES = {"single": _SINGLE, "welford": _WELFORD, "two_pass": _TWO_PASS, "split": _SPLIT}
+_BODIES = {"single": _SINGLE, "welford": _WELFORD, "two_pass": _TWO_PASS, "split": _SPLIT, "coop": _COOP}
 
 
 def make_template(interface: str):
@@ -318,9 +385,9 @@ def make_template(interface: str):
             "W_HINT": ', eviction_policy="evict_last"' if hints else "",
             "ROWS": p["ROWS"], "BLOCK": p["BLOCK"], "PERSISTENT": p["persistent"],
             "num_warps": p["num_warps"], "num_stages": p["num_stages"],
-            "PROGRAMS_PER_SM": programs_per_sm(p, p["persistent"]),
+            "PROGRAMS_PER_SM": programs_per_sm(p, p["persistent"] and p["variant"] not in ("split", "coop")),
             "SPLIT_CHUNK": p["SPLIT_CHUNK"],
-            "APPLY_ROWS": p["APPLY_ROWS"],
+            "APPLY_ROWS": p["APPLY_ROWS"], "PART": p["PART"],
         }
         body = _BODIES[p["variant"]].replace("$NORMALIZE_SWEEP", _NORMALIZE_SWEEP.rstrip("\n"))
         return Template(_PROLOGUE + body + _COMMON + _INTERFACES[interface]).substitute(fill)
@@ -329,7 +396,7 @@ def make_template(interface: str):
 
 
 PARAMS = {
-    "variant": ["single", "welford", "two_pass", "split"],
+    "variant": ["single", "welford", "two_pass", "split", "coop"],
     "BLOCK": [256, 512, 1024, 2048, 4096, 8192],
     "ROWS": [1, 2, 4, 8],
     "num_warps": [1, 2, 4, 8, 16, 32],
@@ -339,19 +406,22 @@ PARAMS = {
     "cache_hints": [False, True],
     "SPLIT_CHUNK": [4096, 16384, 65536, 262144],
     "APPLY_ROWS": [1, 4, 16, 64],
+    "PART": [16384, 32768],
 }
 
 # measured on an H200 (bf16 8192 x 4096, bench --sweep): 1 row per program 0.046-0.051 ms, 2 rows 0.046, 2 rows
 # with cache hints 0.039; Liger 0.041
 DEFAULT = {"variant": "single", "BLOCK": 2048, "ROWS": 2, "num_warps": 8, "num_stages": 2,
            "persistent": False, "programs_per_sm": 4, "cache_hints": True, "SPLIT_CHUNK": 65536,
-           "APPLY_ROWS": 16}
+           "APPLY_ROWS": 16, "PART": 32768}
 
 
 def make_moves() -> list[Move]:
     single = lambda p: p["variant"] == "single"  # noqa: E731
-    chunked = lambda p: p["variant"] != "single"  # noqa: E731
+    chunked = lambda p: p["variant"] not in ("single", "coop")  # noqa: E731
     split = lambda p: p["variant"] == "split"  # noqa: E731
+    coop = lambda p: p["variant"] == "coop"  # noqa: E731
+    gridded = lambda p: p["variant"] not in ("split", "coop")  # noqa: E731  (a grid that can be persistent)
     moves = [
         Move("keep the row in registers",
              "Load each row whole: x is read from memory once (2 * width * size bytes a row, the floor) and the "
@@ -369,13 +439,18 @@ def make_moves() -> list[Move]:
              "parallel, a tiny kernel merges them, and the apply kernel reuses each weight/bias block across "
              "rows, so the affine parameters are read once in all. x is read twice.",
              {"variant": "split"}),
+        Move("one read of each wide row across cooperating programs",
+             "Cut each row into parts held in registers, one program each (at most one part per SM, so a row's "
+             "parts are resident together); the parts exchange (mean, M2) through one 64-bit atomic word each, "
+             "merge them with Chan's formula and normalize from registers: x crosses DRAM once, not twice.",
+             {"variant": "coop", "PART": 32768, "num_warps": 32}),
         Move("persistent grid",
              "A few programs per SM loop over rows: weight and bias are loaded once per program, not per row "
              "(2 * width * size bytes of L2 traffic saved a row), and launch and tail effects shrink.",
-             {"persistent": True}, when=lambda p: p["variant"] != "split"),
+             {"persistent": True}, when=gridded),
         Move("one program per row group",
              "Launch one program per row (group) and let the hardware schedule them.", {"persistent": False},
-             when=lambda p: p["variant"] != "split"),
+             when=gridded),
         Move("cache hints",
              "Load x with evict_first (it streams) and weight and bias with evict_last (every row reuses them).",
              {"cache_hints": True}),
@@ -402,7 +477,7 @@ def make_moves() -> list[Move]:
     for n in PARAMS["programs_per_sm"]:
         moves.append(Move(f"{n} persistent programs per SM",
                           f"{n} resident programs per SM: more hides latency, fewer reuses the affine more.",
-                          {"programs_per_sm": n}, when=lambda p: p["persistent"] and p["variant"] != "split"))
+                          {"programs_per_sm": n}, when=lambda p: p["persistent"] and gridded(p)))
     for c in PARAMS["SPLIT_CHUNK"]:
         moves.append(Move(f"slices of {c} elements",
                           f"Each statistics program reduces {c} elements of a row: smaller slices make more "
@@ -413,6 +488,12 @@ def make_moves() -> list[Move]:
                           f"Each apply program reuses its weight/bias block for {a} rows: the affine crosses DRAM "
                           f"once per {a} rows; fewer rows per program gives more programs.",
                           {"APPLY_ROWS": a}, when=split))
+    for part, w in ((16384, 16), (32768, 32)):
+        moves.append(Move(f"cooperative parts of {part} columns",
+                          f"Each cooperating program holds {part} columns of its row in registers with {w} warps "
+                          f"({part // (32 * w)} values a thread): wider parts make fewer parts per row (a row may "
+                          f"have at most one per SM), narrower ones fewer registers.",
+                          {"PART": part, "num_warps": w}, when=coop))
     return moves
 
 
@@ -426,4 +507,4 @@ def make_space(interface: str, default: dict | None = None, variants: list[str] 
                                "APPLY_ROWS"])
 
 
-SPACE = make_space("llm")
+SPACE = make_space("llm", variants=["single", "welford", "two_pass", "split"])  # (coop: for rows past registers)

@@ -10,4 +10,4 @@ from kernelsearch.evaluators.families.layernorm.space import DEFAULT, make_space
 
 SPACE = make_space("crfm", {**DEFAULT, "variant": "split", "BLOCK": 2048, "num_warps": 8, "num_stages": 2,
                             "SPLIT_CHUNK": 16384, "APPLY_ROWS": 16},
-                   variants=["split", "welford", "two_pass"])
+                   variants=["split", "coop", "welford", "two_pass"])

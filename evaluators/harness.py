@@ -340,7 +340,7 @@ class Evaluator:
 
     def _free_cached_memory(self) -> None:
         """Hand this worker's cached device memory back to the driver. PyTorch's allocator keeps what a check
-        used: on an H200 two workers past their stability checks held 44 and 45 GB of it, and a third worker's
+        used: on an H200 two workers past their stability checks held 44 and 45 GB of it, and another worker's
         float64 references, run alone under the exclusive lease, still ran out of memory."""
         if self.device == "cuda":
             gc.collect()

@@ -5,7 +5,8 @@ timed bf16 (4, 32, 4096, 128), 2 x 268 MB + 2 MB, 128 us at 4.2 TB/s. Every vari
 they differ in how often cos and sin (1 MB each, L2-resident) are re-read: `rows` loads them once per
 (batch, head) tile, 128 times in all at the timed size, from L2; `heads` keeps them in registers across
 HEADS heads; `permuted` loads whole rows plus the partner half through a permuted index (the second load of x
-hits L1) so each thread stores one contiguous row instead of two halves.
+hits L1) so each thread stores one contiguous row instead of two halves. `flat` is `permuted` on a 1-D grid over
+all batch * heads * seq rows with 32-bit offsets and no masks when the tile divides the shape.
 """
 from __future__ import annotations
 
@@ -204,7 +205,8 @@ PARAMS = {
 # measured on an H200 (bf16 (4, 32, 4096, 128), bench --sweep with torch.compile in the same call, 2026-12-03):
 # rows of 32 positions (the starter until then) 0.072 ms, permuted 32 positions 0.079, permuted 8 positions with
 # 4 warps (this: 2 KB of x a program, 8 elements a thread, what torch.compile's flat kernel moves) 0.069, rows of
-# 8 positions 0.070, permuted 4 positions with 2 warps 0.083; torch.compile 0.068
+# 8 positions 0.070, permuted 4 positions with 2 warps 0.083; torch.compile 0.068. Next call: flat 0.069, flat with
+# cache hints 0.068, the starter 0.069; its search (63 evaluations) found nothing faster
 DEFAULT = {"variant": "permuted", "BLOCK_S": 8, "HEADS": 4, "num_warps": 4, "num_stages": 2, "cache_hints": False}
 
 

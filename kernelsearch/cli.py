@@ -41,12 +41,17 @@ def run(config: Path = typer.Argument(..., help="YAML config file"),
 
 @app.command()
 def resume(name: str = typer.Argument(..., help="the run to continue"),
-           db: Path = typer.Option(DEFAULT_DB, help="SQLite store")) -> None:
-    """Continue a run that was interrupted: nothing already evaluated is redone or lost."""
+           db: Path = typer.Option(DEFAULT_DB, help="SQLite store"),
+           evaluations: Optional[int] = typer.Option(None, help="a larger evaluation budget (kernels in all)"),
+           wall_time: Optional[float] = typer.Option(None, help="a larger wall-time budget, seconds, counted from "
+                                                     "the run's start"),
+           rounds: Optional[int] = typer.Option(None, help="more rounds (the total)")) -> None:
+    """Continue a run: an interrupted one where it stopped (nothing already evaluated is redone or lost), a
+    finished one with a larger budget, which is stored in the run's config."""
     from kernelsearch.runner import RunError, resume_run
 
     try:
-        resume_run(name, db, console)
+        resume_run(name, db, console, evaluations=evaluations, wall_time_s=wall_time, rounds=rounds)
     except (ConfigError, RunError) as err:
         _fail(str(err))
 

@@ -7,13 +7,13 @@ from datetime import datetime
 from pathlib import Path
 
 from rich.console import Console
-from sqlmodel import select
+from sqlmodel import func, select
 
 from kernelsearch.agent.errors import AuthError
 from kernelsearch.config import Config, parse_config
 from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings, detect_mode
 from kernelsearch.search.controller import Controller
-from kernelsearch.store import Run, open_store, session_scope
+from kernelsearch.store import Idea, Kernel, Run, open_store, session_scope
 from kernelsearch.store.queries import usage
 
 
@@ -114,7 +114,11 @@ def _warn_unpriced(cfg: Config, console: Console) -> None:
                       f"unpriced.{budget}", markup=False)
 
 
-def resume_run(name: str, db: Path, console: Console) -> str:
+def resume_run(name: str, db: Path, console: Console, *, evaluations: int | None = None,
+               wall_time_s: float | None = None, rounds: int | None = None) -> str:
+    """Continue a run. An interrupted run picks up where it stopped; a finished one continues only with a larger
+    budget (`evaluations`, `wall_time_s`, `rounds`), which is stored in the run's config. Its queued kernels are
+    evaluated first and its last round completed, as after a kill; wall time counts from the run's start."""
     if not Path(db).exists():
         raise RunError(f"no store at {db}")
     engine = open_store(db)
@@ -122,14 +126,49 @@ def resume_run(name: str, db: Path, console: Console) -> str:
         run = s.exec(select(Run).where(Run.name == name)).first()
         if run is None:
             raise RunError(f"no run named {name!r} in {db}")
-        if run.status == "finished":
-            raise RunError(f"run {name!r} already finished ({run.stop_reason}); nothing to resume")
-        cfg = parse_config(json.loads(run.config_json), source=f"run {name!r}'s stored config")
-        run.status = "running"
+        raw = json.loads(run.config_json)
+        extended = _extend(s, run, raw, evaluations, wall_time_s, rounds)
+        if run.status == "finished" and not extended:
+            raise RunError(f"run {name!r} already finished ({run.stop_reason}); to go on, give it more: "
+                           f"`kernelsearch resume {name} --evaluations N` (or --wall-time S, --rounds R)")
+        cfg = parse_config(raw, source=f"run {name!r}'s stored config")
+        if extended:
+            run.config_json = cfg.model_dump_json()
+        was = run.stop_reason if run.status == "finished" else None
+        run.status, run.stop_reason, run.finished_at = "running", None, None
         s.add(run)
         run_id = run.id
-    console.print(f"resuming run [bold]{name}[/] in {db}")
+    console.print(f"resuming run [bold]{name}[/] in {db}" + (f": {', '.join(extended)}" if extended else ""))
+    lifted = {"budget_evaluations": evaluations, "budget_wall_time": wall_time_s, "rounds_done": rounds}.get(was)
+    if was and lifted is None:
+        console.print(f"note: it stopped for {was}, which these budgets do not lift; it may stop again at once",
+                      markup=False)
     return _drive(cfg, engine, run_id, pool_for(cfg), console, name)
+
+
+def _extend(s, run: Run, raw: dict, evaluations: int | None, wall_time_s: float | None,
+            rounds: int | None) -> list[str]:
+    """Apply larger budgets to a stored config (in place); each must exceed what the run has already spent."""
+    done: list[str] = []
+    if evaluations is not None:
+        made = s.exec(select(func.count(Kernel.id)).where(Kernel.run_id == run.id)).one()
+        if evaluations <= made:
+            raise RunError(f"--evaluations {evaluations}: run {run.name!r} already has {made} kernels; give more")
+        raw.setdefault("budgets", {})["evaluations"] = evaluations
+        done.append(f"evaluations {made} -> {evaluations}")
+    if wall_time_s is not None:
+        spent = run.elapsed_s or 0.0
+        if wall_time_s <= spent:
+            raise RunError(f"--wall-time {wall_time_s:g}: run {run.name!r} has already run {spent:.0f} s; give more")
+        raw.setdefault("budgets", {})["wall_time_s"] = wall_time_s
+        done.append(f"wall time {spent:.0f} s spent -> {wall_time_s:g} s")
+    if rounds is not None:
+        last = s.exec(select(func.coalesce(func.max(Idea.round), 0)).where(Idea.run_id == run.id)).one()
+        if rounds <= last:
+            raise RunError(f"--rounds {rounds}: run {run.name!r} has already reached round {last}; give more")
+        raw.setdefault("search", {})["rounds"] = rounds
+        done.append(f"rounds {last} -> {rounds}")
+    return done
 
 
 def _drive(cfg: Config, engine, run_id: int, pool: EvaluatorPool, console: Console, name: str) -> str:

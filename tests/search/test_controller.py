@@ -233,3 +233,33 @@ def test_kernelbench_file_run_from_a_given_starter(tmp_path):
                      "ORDER BY k.id") == [(0, "ok"), (1, "ok")]
     tree = cli("tree", "kb", "--db", str(db), cwd=tmp_path)
     assert "bigger blocks" in tree.stdout
+
+
+def test_a_finished_run_continues_only_with_a_larger_budget(tmp_path):
+    cfg = write_config(tmp_path, budgets={"evaluations": 2})
+    r = cli("run", str(cfg), "--name", "short", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    db = tmp_path / "ks.db"
+    assert _rows(db, "SELECT status, stop_reason FROM run") == [("finished", "budget_evaluations")]
+    before = _rows(db, "SELECT e.id, e.kernel_id, e.status, e.time_ms FROM evaluation e ORDER BY e.id")
+    assert len(before) == 2
+    # no larger budget: refused, with the way on; a budget it already spent: refused, by name
+    r = cli("resume", "short", "--db", str(db), cwd=tmp_path)
+    assert r.returncode != 0 and "already finished (budget_evaluations)" in r.stdout + r.stderr
+    assert "--evaluations N" in r.stdout + r.stderr
+    r = cli("resume", "short", "--db", str(db), "--evaluations", "2", cwd=tmp_path)
+    assert r.returncode != 0 and "already has 2 kernels" in r.stdout + r.stderr
+    r = cli("resume", "short", "--db", str(db), "--wall-time", "0.001", cwd=tmp_path)
+    assert r.returncode != 0 and "has already run" in r.stdout + r.stderr
+    r = cli("resume", "short", "--db", str(db), "--rounds", "0", cwd=tmp_path)
+    assert r.returncode != 0 and "already reached round" in r.stdout + r.stderr
+    assert _rows(db, "SELECT status FROM run") == [("finished",)]
+    # a larger one: the run goes on to it, keeps what it had, and stores the new budget
+    r = cli("resume", "short", "--db", str(db), "--evaluations", "4", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "evaluations 2 -> 4" in " ".join(r.stdout.split())
+    after = _rows(db, "SELECT e.id, e.kernel_id, e.status, e.time_ms FROM evaluation e ORDER BY e.id")
+    assert after[:2] == before and len(after) == 4
+    assert _rows(db, "SELECT status, stop_reason FROM run") == [("finished", "budget_evaluations")]
+    (stored,) = _rows(db, "SELECT config_json FROM run")[0]
+    assert json.loads(stored)["budgets"]["evaluations"] == 4

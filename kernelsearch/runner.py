@@ -7,14 +7,14 @@ from datetime import datetime
 from pathlib import Path
 
 from rich.console import Console
-from sqlmodel import func, select
+from sqlmodel import select
 
 from kernelsearch.agent.errors import AuthError
 from kernelsearch.config import Config, parse_config
 from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings, detect_mode
 from kernelsearch.search.controller import Controller
-from kernelsearch.store import Idea, Kernel, Run, open_store, session_scope
-from kernelsearch.store.queries import usage
+from kernelsearch.store import Run, open_store, session_scope
+from kernelsearch.store.queries import kernel_count, last_round, usage
 
 
 class RunError(Exception):
@@ -151,7 +151,7 @@ def _extend(s, run: Run, raw: dict, evaluations: int | None, wall_time_s: float 
     """Apply larger budgets to a stored config (in place); each must exceed what the run has already spent."""
     done: list[str] = []
     if evaluations is not None:
-        made = s.exec(select(func.count(Kernel.id)).where(Kernel.run_id == run.id)).one()
+        made = kernel_count(s, run.id)
         if evaluations <= made:
             raise RunError(f"--evaluations {evaluations}: run {run.name!r} already has {made} kernels; give more")
         raw.setdefault("budgets", {})["evaluations"] = evaluations
@@ -163,7 +163,7 @@ def _extend(s, run: Run, raw: dict, evaluations: int | None, wall_time_s: float 
         raw.setdefault("budgets", {})["wall_time_s"] = wall_time_s
         done.append(f"wall time {spent:.0f} s spent -> {wall_time_s:g} s")
     if rounds is not None:
-        last = s.exec(select(func.coalesce(func.max(Idea.round), 0)).where(Idea.run_id == run.id)).one()
+        last = last_round(s, run.id)
         if rounds <= last:
             raise RunError(f"--rounds {rounds}: run {run.name!r} has already reached round {last}; give more")
         raw.setdefault("search", {})["rounds"] = rounds

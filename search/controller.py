@@ -13,7 +13,6 @@ import json
 import time
 from typing import Callable
 
-from sqlalchemy import func
 from sqlalchemy.engine import Engine
 from sqlmodel import select
 
@@ -26,7 +25,7 @@ from kernelsearch.sandbox.pool import EvaluatorPool
 from kernelsearch.search.seeds import Scored, pick_seeds
 from kernelsearch.store import Evaluation, Idea, Kernel, LLMCall, Run, session_scope
 from kernelsearch.store.models import utcnow
-from kernelsearch.store.queries import usage
+from kernelsearch.store.queries import kernel_count, last_round, usage
 
 EventSink = Callable[[str, dict], None]
 EVAL_COLUMNS = ("status", "reason", "error_text", "stage", "time_ms", "ref_time_ms", "compile_ref_time_ms",
@@ -87,7 +86,7 @@ class Controller:
 
     def _kernel_count(self) -> int:
         with session_scope(self.engine) as s:
-            return s.exec(select(func.count(Kernel.id)).where(Kernel.run_id == self.run_id)).one()
+            return kernel_count(s, self.run_id)
 
     def _best(self) -> Evaluation | None:
         with session_scope(self.engine) as s:
@@ -235,7 +234,7 @@ class Controller:
 
     def _last_round(self) -> int:
         with session_scope(self.engine) as s:
-            return s.exec(select(func.coalesce(func.max(Idea.round), 0)).where(Idea.run_id == self.run_id)).one()
+            return last_round(s, self.run_id)
 
     def _device_label(self) -> str:
         return "cpu-interpreter" if self.pool.s.mode == "cpu" else "cuda"
@@ -289,7 +288,7 @@ class Controller:
                 self.emit("duplicate", {"idea_id": idea.id, "branch": branch})
                 return
             b = self.cfg.budgets.evaluations
-            if b and s.exec(select(func.count(Kernel.id)).where(Kernel.run_id == self.run_id)).one() >= b:
+            if b and kernel_count(s, self.run_id) >= b:
                 return
             k = Kernel(run_id=self.run_id, idea_id=idea.id, parent_kernel_id=idea.parent_kernel_id,
                        round=idea.round, branch=branch, code=out.code, code_hash=h, llm_call_id=out.llm_call_id,

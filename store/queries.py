@@ -487,3 +487,13 @@ def usage(session: Session, run_id: int) -> tuple[int, float]:
                                        func.coalesce(func.sum(LLMCall.cost_usd), 0.0))
                                 .where(LLMCall.run_id == run_id)).one()
     return int(tok), float(cost)
+
+
+def kernel_count(session: Session, run_id: int) -> int:
+    """Kernels the run has stored (evaluated or queued): what its evaluation budget counts."""
+    return session.exec(select(func.count(Kernel.id)).where(Kernel.run_id == run_id)).one()
+
+
+def last_round(session: Session, run_id: int) -> int:
+    """The highest round the run has written ideas for; 0 before the first."""
+    return session.exec(select(func.coalesce(func.max(Idea.round), 0)).where(Idea.run_id == run_id)).one()

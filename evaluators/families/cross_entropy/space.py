@@ -64,6 +64,42 @@ def _launch(x, t, out, n_rows, n_cols, ignore_index):
     _finish(loss, t, out, n_rows, ignore_index)
 '''
 
+_PIPELINED = '''
+
+@triton.jit
+def _ce_pipelined_kernel(x_ptr, t_ptr, loss_ptr, n_rows, n_cols, x_stride, ignore_index, BLOCK: tl.constexpr):
+    # Persistent, each program's rows whole in registers in turn, pipelined by one row: the next row's logits
+    # are loaded (in their own dtype: 16 registers a thread for a 64 KB bf16 row at 32 warps) before this row's
+    # max and sum of exp, so its loads are in flight through this row's reductions. One read of each logit.
+    cols = tl.arange(0, BLOCK)
+    cmask = cols < n_cols
+    step = tl.num_programs(0)
+    first = tl.program_id(0)
+    nxt = tl.load(x_ptr + tl.cast(first, tl.int64) * x_stride + cols, mask=cmask & (first < n_rows),
+                  other=float("-inf"))
+    for row in range(first, n_rows, step):
+        x = nxt.to(tl.float32)
+        after = row + step
+        nxt = tl.load(x_ptr + tl.cast(after, tl.int64) * x_stride + cols, mask=cmask & (after < n_rows),
+                      other=float("-inf"))
+        x_row = x_ptr + tl.cast(row, tl.int64) * x_stride
+        m = tl.max(x, axis=0)
+        lse = m + $LOG_PIPE
+$TARGET
+
+def _launch(x, t, out, n_rows, n_cols, ignore_index):
+    block = max(triton.next_power_of_2(n_cols), 16)
+    if block * x.element_size() > 65536:
+        # past a 64 KB row (bf16 32768 columns, fp32 16384) two rows no longer fit in a program's registers:
+        # the one-sweep online kernel takes these rows
+        return _launch_online(x, t, out, n_rows, n_cols, ignore_index)
+    loss = torch.empty(n_rows, dtype=torch.float32, device=x.device)
+    grid = (min(n_rows, _num_programs(x)),)
+    _ce_pipelined_kernel[grid](x, t, loss, n_rows, n_cols, x.stride(0), ignore_index, BLOCK=block,
+                               num_warps=$num_warps)
+    _finish(loss, t, out, n_rows, ignore_index)
+'''
+
 _ONLINE_LANES = '''
 
 @triton.jit
@@ -260,7 +296,11 @@ class ModelNew(torch.nn.Module):
 
 def _template(p: dict) -> str:
     exp, log = _EXP[p["exp2"]], _LOG[p["exp2"]]
-    body = {"online": _ONLINE, "online_lanes": _ONLINE_LANES, "two_sweep": _TWO_SWEEP, "split": _SPLIT}[p["variant"]]
+    online_fallback = _ONLINE.replace("def _launch(", "def _launch_online(").replace(
+        "PERSISTENT=$PERSISTENT, num_warps=$num_warps", "PERSISTENT=False, num_warps=4").replace(
+        "if $PERSISTENT else", "if False else").replace("BLOCK=$BLOCK", "BLOCK=2048")
+    body = {"online": _ONLINE, "online_lanes": _ONLINE_LANES, "two_sweep": _TWO_SWEEP, "split": _SPLIT,
+            "pipelined": _PIPELINED + online_fallback}[p["variant"]]
     finish = "" if p["variant"] == "split" else _FINISH
     fill = {
         "EXP_ALPHA": exp.format(x="m - m_safe"), "EXP_X": exp.format(x="x - m_safe"),
@@ -271,18 +311,19 @@ def _template(p: dict) -> str:
         "LOG_SCALAR": log.format(x="s"),
         "LOG_S": log.format(x="tl.sum(s * " + exp.format(x="m - m_row") + ", axis=0)"),
         "LOG_SUM": log.format(x="tl.sum(s, axis=0)"),
+        "LOG_PIPE": log.format(x="tl.sum(" + exp.format(x="x - m") + ", axis=0)"),
         "LOG_MERGE": log.format(x="tl.sum(ps * " + exp.format(x="pm - m[:, None]") + ", axis=1)"),
         "X_HINT": ', eviction_policy="evict_first"' if p["cache_hints"] else "",
         "BLOCK": p["BLOCK"], "PERSISTENT": p["persistent"], "SPLIT": p["SPLIT"],
         "num_warps": p["num_warps"], "num_stages": p["num_stages"],
-        "PROGRAMS_PER_SM": programs_per_sm(p, p["persistent"]),
+        "PROGRAMS_PER_SM": programs_per_sm(p, p["persistent"] or p["variant"] == "pipelined"),
     }
     text = (_PROLOGUE + body + finish + _EPILOGUE).replace("$TARGET", _TARGET.rstrip("\n"))
     return Template(text).substitute(fill)
 
 
 PARAMS = {
-    "variant": ["online", "online_lanes", "two_sweep", "split"],
+    "variant": ["online", "online_lanes", "two_sweep", "split", "pipelined"],
     "BLOCK": [1024, 2048, 4096, 8192, 16384, 32768],
     "num_warps": [4, 8, 16, 32],
     "num_stages": [1, 2, 3, 4],
@@ -317,6 +358,11 @@ def _moves() -> list[Move]:
              "Reduce SPLIT slices of each row in separate programs to (max, sum of exp) and merge them in the "
              "final kernel: more programs in flight when rows are few or very wide, same bytes.",
              {"variant": "split"}),
+        Move("whole rows in registers, the next row loading while this one reduces",
+             "One persistent 32-warp program per SM holds each row whole in registers and issues the next row's "
+             "loads before this row's max and sum of exp: one read of each logit, with memory busy through the "
+             "reductions (rows past 64 KB fall back to the online sweep).",
+             {"variant": "pipelined", "num_warps": 32, "programs_per_sm": 1}),
         Move("exp2 with a pre-scaled log2(e)",
              "exp2(x * log2 e) is one MUFU.EX2 instruction; exp is that plus a multiply, and the exps are most of "
              "the arithmetic here.", {"exp2": True}),

@@ -182,6 +182,31 @@ def test_causal_attention_with_key_blocks_wider_than_query_blocks(split, tmp_pat
     assert err is None, f"BLOCK_M 64, BLOCK_N 128, split {split} on {case.describe()}: {err}"
 
 
+@pytest.mark.parametrize("vocab,dtype,falls_back", [(16384, "float32", False), (16385, "float32", True),
+                                                     (32000, "bfloat16", False)])
+def test_pipelined_cross_entropy_takes_rows_past_64kb_to_the_online_sweep(vocab, dtype, falls_back, tmp_path):
+    # two rows of registers a program: a row over 64 KB (fp32 past 16384 columns) goes to the online kernel,
+    # which must then give the same loss; up to 64 KB the pipelined kernel itself runs (5 rows over 4 programs:
+    # the next-row prefetch wraps and the last program's prefetch is masked off)
+    problem = _problem("cross_entropy")
+    space = problem.family.SPACE
+    source = space.render({**space.default, "variant": "pipelined", "num_warps": 32, "programs_per_sm": 1})
+    mod = _load_candidate(source, tmp_path)
+    online = mod._launch_online
+    calls = []
+    mod._launch_online = lambda *a: (calls.append(a[4]), online(*a))[1]
+    case = Case("wide", {"rows": 5, "vocab": vocab, "ignore": 0.25}, dtype)
+    init = problem.build_init_inputs(case)
+    ref = problem.module.Model(*init).to(DEVICE)
+    inputs = problem.build_inputs(case, 7, DEVICE)
+    with torch.no_grad():
+        out = mod.ModelNew(*init).to(DEVICE)(*[t.clone() for t in inputs])
+        want = copy.deepcopy(ref).double()(*[t.double() if t.is_floating_point() else t for t in inputs])
+    assert calls == ([vocab] if falls_back else []), calls
+    err = mismatch(out, want, *problem.tolerance(dtype))
+    assert err is None, err
+
+
 @pytest.mark.skipif(DEVICE != "cuda", reason="the interpreter runs programs one after another, so a row's parts "
                     "would wait on each other forever: the cooperative softmax splits rows only on a GPU (on the "
                     "CPU its one-part path is checked by test_structural_variant_is_correct)")

@@ -25,6 +25,22 @@ def _depth(stages, x):
 '''
 
 
+# Pasted into the `pipelined` templates (softmax, cross_entropy): a persistent program's rows whole in registers,
+# the next row's loads issued (in x's own dtype) before this row is reduced, so they are in flight meanwhile. The
+# kernel then reduces `x` (fp32, masked elements -inf) for `row`; `cmask` masks the columns.
+PIPELINED_ROWS = """    cols = tl.arange(0, BLOCK)
+    cmask = cols < n_cols
+    step = tl.num_programs(0)
+    first = tl.program_id(0)
+    nxt = tl.load(x_ptr + tl.cast(first, tl.int64) * x_stride + cols, mask=cmask & (first < n_rows),
+                  other=float("-inf"))
+    for row in range(first, n_rows, step):
+        x = nxt.to(tl.float32)
+        after = row + step
+        nxt = tl.load(x_ptr + tl.cast(after, tl.int64) * x_stride + cols, mask=cmask & (after < n_rows),
+                      other=float("-inf"))
+"""
+
 def programs_per_sm(p: dict[str, Any], persistent_grid: bool) -> int:
     """The programs-per-SM value a template renders: the parameter where a persistent grid reads it, else one
     canonical value, so kernels that differ only in an unused knob render the same text (one kernel to a search)."""

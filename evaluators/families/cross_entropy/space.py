@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from string import Template
 
-from kernelsearch.evaluators.space import Move, SearchSpace, programs_per_sm
+from kernelsearch.evaluators.space import PIPELINED_ROWS, Move, SearchSpace, programs_per_sm
 
 _PROLOGUE = '''import torch
 import triton
@@ -71,18 +71,7 @@ def _ce_pipelined_kernel(x_ptr, t_ptr, loss_ptr, n_rows, n_cols, x_stride, ignor
     # Persistent, each program's rows whole in registers in turn, pipelined by one row: the next row's logits
     # are loaded (in their own dtype: 16 registers a thread for a 64 KB bf16 row at 32 warps) before this row's
     # max and sum of exp, so its loads are in flight through this row's reductions. One read of each logit.
-    cols = tl.arange(0, BLOCK)
-    cmask = cols < n_cols
-    step = tl.num_programs(0)
-    first = tl.program_id(0)
-    nxt = tl.load(x_ptr + tl.cast(first, tl.int64) * x_stride + cols, mask=cmask & (first < n_rows),
-                  other=float("-inf"))
-    for row in range(first, n_rows, step):
-        x = nxt.to(tl.float32)
-        after = row + step
-        nxt = tl.load(x_ptr + tl.cast(after, tl.int64) * x_stride + cols, mask=cmask & (after < n_rows),
-                      other=float("-inf"))
-        x_row = x_ptr + tl.cast(row, tl.int64) * x_stride
+''' + PIPELINED_ROWS + '''        x_row = x_ptr + tl.cast(row, tl.int64) * x_stride
         m = tl.max(x, axis=0)
         lse = m + $LOG_PIPE
 $TARGET
@@ -99,6 +88,11 @@ def _launch(x, t, out, n_rows, n_cols, ignore_index):
                                num_warps=$num_warps)
     _finish(loss, t, out, n_rows, ignore_index)
 '''
+
+# rows past 64 KB: the online sweep, fixed at its starter's knobs, as `_launch_online`
+_PIPELINED += _ONLINE.replace("def _launch(", "def _launch_online(").replace(
+    "PERSISTENT=$PERSISTENT, num_warps=$num_warps", "PERSISTENT=False, num_warps=4").replace(
+    "if $PERSISTENT else", "if False else").replace("BLOCK=$BLOCK", "BLOCK=2048")
 
 _ONLINE_LANES = '''
 
@@ -296,11 +290,8 @@ class ModelNew(torch.nn.Module):
 
 def _template(p: dict) -> str:
     exp, log = _EXP[p["exp2"]], _LOG[p["exp2"]]
-    online_fallback = _ONLINE.replace("def _launch(", "def _launch_online(").replace(
-        "PERSISTENT=$PERSISTENT, num_warps=$num_warps", "PERSISTENT=False, num_warps=4").replace(
-        "if $PERSISTENT else", "if False else").replace("BLOCK=$BLOCK", "BLOCK=2048")
     body = {"online": _ONLINE, "online_lanes": _ONLINE_LANES, "two_sweep": _TWO_SWEEP, "split": _SPLIT,
-            "pipelined": _PIPELINED + online_fallback}[p["variant"]]
+            "pipelined": _PIPELINED}[p["variant"]]
     finish = "" if p["variant"] == "split" else _FINISH
     fill = {
         "EXP_ALPHA": exp.format(x="m - m_safe"), "EXP_X": exp.format(x="x - m_safe"),

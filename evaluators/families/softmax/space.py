@@ -5,7 +5,7 @@ row twice (the second read mostly hits L2: a 32000-wide bf16 row is 64 KB); `thr
 """
 from __future__ import annotations
 
-from kernelsearch.evaluators.space import Move, SearchSpace, programs_per_sm
+from kernelsearch.evaluators.space import PIPELINED_ROWS, Move, SearchSpace, programs_per_sm
 
 _PROLOGUE = '''import os
 
@@ -174,18 +174,7 @@ def _softmax_pipelined_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, 
     # exponentials, sum and store, so they are in flight while this row is reduced. With one 1024-thread
     # program per SM (all a 64 KB row in registers allows) the `single` variant's loads stop at every row's
     # reductions; here a row's reductions overlap the next row's 64 KB on its way.
-    cols = tl.arange(0, BLOCK)
-    cmask = cols < n_cols
-    step = tl.num_programs(0)
-    first = tl.program_id(0)
-    nxt = tl.load(x_ptr + tl.cast(first, tl.int64) * x_stride + cols, mask=cmask & (first < n_rows),
-                  other=float("-inf"))
-    for row in range(first, n_rows, step):
-        x = nxt.to(tl.float32)
-        after = row + step
-        nxt = tl.load(x_ptr + tl.cast(after, tl.int64) * x_stride + cols, mask=cmask & (after < n_rows),
-                      other=float("-inf"))
-        m = tl.max(x, axis=0)
+''' + PIPELINED_ROWS + '''        m = tl.max(x, axis=0)
         e = {EXP_PIPE}
         e = tl.where(cmask, e, 0.0)
         y = e * (1.0 / tl.sum(e, axis=0))

@@ -192,6 +192,11 @@ class EvaluatorPool:
         interp = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""} if settings.mode == "cpu" else {}
         self._zygote = _Zygote(interp) if settings.fork_server else None
 
+    @property
+    def mode(self) -> str:
+        """Where candidates run: "cpu" (the Triton interpreter) or "cuda"."""
+        return self.s.mode
+
     def close(self) -> None:
         """Stop the fork server (workers already running are killed on their own timeouts)."""
         if self._zygote is not None:

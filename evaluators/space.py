@@ -1,23 +1,84 @@
-"""The offline search space of a family: a code template, its parameters, and named moves with idea text.
+"""The offline search space of a family: a code template, its parameters, and named moves with idea text; and the
+template kit every family's templates are written with.
 
 A rendered kernel carries its parameters on its first line (`# kernelsearch-space: {...}`), so a seed's
 position in the space can be read back from its code alone.
+
+The kit, one scheme for every family: a template is Python source with `$NAME` placeholders (string.Template
+syntax) filled by `fill`. A placeholder alone on its line takes a snippet (several lines of code, written at any
+indentation) and sets it at that line's indentation; the snippets shared by several families live here
+(FP32_DEPTH, PIPELINED_ROWS, `num_programs`), as do the small pieces of text the templates compute
+(`tl_exp`, `tl_log`, `evict`).
 """
 from __future__ import annotations
 
 import json
 import random
 import re
+import textwrap
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from string import Template
 from typing import Any, Callable
 
 HEADER = "# kernelsearch-space: "
 _HEADER_RE = re.compile(r"^# kernelsearch-space: (\{.*\})\s*$", re.M)
 
+# -- the template kit ---------------------------------------------------------------------------------------------
+
+_ALONE = re.compile(r"^([ \t]*)\$(\w+)[ \t]*$", re.M)   # a placeholder alone on its line: a snippet goes there
+
+
+def fill(template: str, values: Mapping[str, Any]) -> str:
+    """`template` with every `$NAME` replaced by `values[NAME]` (string.Template syntax: `${NAME}` inside a word,
+    `$$` for a dollar sign). A placeholder alone on its line is replaced by its value dedented and set at that
+    line's indentation, so a snippet of several lines lands where it is pasted; snippets may hold placeholders
+    of their own, filled in turn. A placeholder with no value raises KeyError naming it."""
+
+    def paste(m: re.Match) -> str:
+        indent, name = m.group(1), m.group(2)
+        if name not in values:
+            raise KeyError(f"template placeholder ${name} has no value")
+        text = textwrap.dedent(str(values[name]).strip("\n"))
+        return textwrap.indent(text, indent)
+
+    for _ in range(8):   # snippets inside snippets: a few levels at most
+        pasted = _ALONE.sub(paste, template)
+        if pasted == template:
+            break
+        template = pasted
+    try:
+        return Template(template).substitute(values)
+    except KeyError as e:
+        raise KeyError(f"template placeholder ${e.args[0]} has no value") from None
+
+
+def preset(template: str, values: Mapping[str, Any]) -> str:
+    """`template` with the placeholders named in `values` filled now and the others left for `fill`: one body
+    reused with some knobs of its own (cross_entropy's online sweep as the pipelined variant's fallback)."""
+    return Template(template).safe_substitute(values)
+
+
+def tl_exp(x: str, base2: bool) -> str:
+    """Triton text for e**x: with `base2`, exp2 of x pre-scaled by log2(e), one MUFU.EX2 instruction (the template
+    defines LOG2E)."""
+    return f"tl.exp2(({x}) * LOG2E)" if base2 else f"tl.exp({x})"
+
+
+def tl_log(x: str, base2: bool) -> str:
+    """Triton text for ln(x): with `base2`, log2 scaled by ln(2) (the template defines LN2)."""
+    return f"(tl.log2({x}) * LN2)" if base2 else f"tl.log({x})"
+
+
+def evict(policy: str, on: bool) -> str:
+    """The cache hint a load takes, `, eviction_policy="..."`, or nothing: `evict_first` for data that streams
+    through once, `evict_last` for data every row reuses (a weight, cos and sin)."""
+    return f', eviction_policy="{policy}"' if on else ""
+
+
 # Pasted into the prologue of the GEMM-shaped templates (matmul, fused_mlp, flash_attention): each rendered
 # candidate is one standalone file, so the launcher helper travels in its text.
 FP32_DEPTH = '''
-
 def _depth(stages, x):
     # fp32 tiles take twice the shared memory of the 16-bit tiles the depth was tuned for (fp32 matmul at 4
     # stages: 360 KB > the H200's 227 KB): fp32, checked for correctness rather than tuned, runs one stage deep
@@ -28,23 +89,49 @@ def _depth(stages, x):
 # Pasted into the `pipelined` templates (softmax, cross_entropy): a persistent program's rows whole in registers,
 # the next row's loads issued (in x's own dtype) before this row is reduced, so they are in flight meanwhile. The
 # kernel then reduces `x` (fp32, masked elements -inf) for `row`; `cmask` masks the columns.
-PIPELINED_ROWS = """    cols = tl.arange(0, BLOCK)
-    cmask = cols < n_cols
-    step = tl.num_programs(0)
-    first = tl.program_id(0)
-    nxt = tl.load(x_ptr + tl.cast(first, tl.int64) * x_stride + cols, mask=cmask & (first < n_rows),
+PIPELINED_ROWS = """
+cols = tl.arange(0, BLOCK)
+cmask = cols < n_cols
+step = tl.num_programs(0)
+first = tl.program_id(0)
+nxt = tl.load(x_ptr + tl.cast(first, tl.int64) * x_stride + cols, mask=cmask & (first < n_rows),
+              other=float("-inf"))
+for row in range(first, n_rows, step):
+    x = nxt.to(tl.float32)
+    after = row + step
+    nxt = tl.load(x_ptr + tl.cast(after, tl.int64) * x_stride + cols, mask=cmask & (after < n_rows),
                   other=float("-inf"))
-    for row in range(first, n_rows, step):
-        x = nxt.to(tl.float32)
-        after = row + step
-        nxt = tl.load(x_ptr + tl.cast(after, tl.int64) * x_stride + cols, mask=cmask & (after < n_rows),
-                      other=float("-inf"))
 """
+
+_NUM_PROGRAMS = '''
+_SMS = {}
+
+
+def _num_programs(x):
+    # persistent grids: $HOW (the interpreter has no SMs; 4 keeps it quick)
+    if x.device.type != "cuda":
+        return 4
+    idx = x.device.index or 0
+    if idx not in _SMS:
+        _SMS[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
+    return _SMS[idx] * $PER_SM
+'''
+
+
+def num_programs(per_sm: int, how: str = "a few programs per SM") -> str:
+    """The persistent grids' launcher helper `_num_programs(x)`, pasted into the epilogue of every template with a
+    persistent grid: `per_sm` programs per SM of x's device (4 in all on the interpreter, which has no SMs);
+    `how` is what its comment calls that count."""
+    return fill(_NUM_PROGRAMS, {"PER_SM": per_sm, "HOW": how})
+
 
 def programs_per_sm(p: dict[str, Any], persistent_grid: bool) -> int:
     """The programs-per-SM value a template renders: the parameter where a persistent grid reads it, else one
     canonical value, so kernels that differ only in an unused knob render the same text (one kernel to a search)."""
     return p["programs_per_sm"] if persistent_grid else 4
+
+
+# -- the space ----------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

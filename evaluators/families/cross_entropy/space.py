@@ -10,9 +10,18 @@ with the targets (12 bytes a row) and divides by the number of targets not ignor
 """
 from __future__ import annotations
 
-from string import Template
-
-from kernelsearch.evaluators.space import PIPELINED_ROWS, Move, SearchSpace, programs_per_sm
+from kernelsearch.evaluators.space import (
+    PIPELINED_ROWS,
+    Move,
+    SearchSpace,
+    evict,
+    fill,
+    num_programs,
+    preset,
+    programs_per_sm,
+    tl_exp,
+    tl_log,
+)
 
 _PROLOGUE = '''import torch
 import triton
@@ -21,9 +30,6 @@ import triton.language as tl
 LOG2E = tl.constexpr(1.4426950408889634)  # jit code may only read constexpr globals
 LN2 = tl.constexpr(0.6931471805599453)
 '''
-
-_EXP = {False: "tl.exp({x})", True: "tl.exp2(({x}) * LOG2E)"}
-_LOG = {False: "tl.log({x})", True: "(tl.log2({x}) * LN2)"}
 
 _TARGET = '''
         # the target's logit: one element; an ignored target adds 0 and is not counted (the mean kernel)
@@ -54,7 +60,8 @@ def _ce_online_kernel(x_ptr, t_ptr, loss_ptr, n_rows, n_cols, x_stride, ignore_i
             s = s * $EXP_SCALAR + tl.sum($EXP_CHUNK, axis=0)
             m = m_new
         lse = m + $LOG_SCALAR
-$TARGET
+
+        $TARGET
 
 def _launch(x, t, out, n_rows, n_cols, ignore_index):
     loss = torch.empty(n_rows, dtype=torch.float32, device=x.device)
@@ -71,10 +78,12 @@ def _ce_pipelined_kernel(x_ptr, t_ptr, loss_ptr, n_rows, n_cols, x_stride, ignor
     # Persistent, each program's rows whole in registers in turn, pipelined by one row: the next row's logits
     # are loaded (in their own dtype: 16 registers a thread for a 64 KB bf16 row at 32 warps) before this row's
     # max and sum of exp, so its loads are in flight through this row's reductions. One read of each logit.
-''' + PIPELINED_ROWS + '''        x_row = x_ptr + tl.cast(row, tl.int64) * x_stride
+    $PIPELINED_ROWS
+        x_row = x_ptr + tl.cast(row, tl.int64) * x_stride
         m = tl.max(x, axis=0)
         lse = m + $LOG_PIPE
-$TARGET
+
+        $TARGET
 
 def _launch(x, t, out, n_rows, n_cols, ignore_index):
     block = max(triton.next_power_of_2(n_cols), 16)
@@ -89,10 +98,10 @@ def _launch(x, t, out, n_rows, n_cols, ignore_index):
     _finish(loss, t, out, n_rows, ignore_index)
 '''
 
-# rows past 64 KB: the online sweep, fixed at its starter's knobs, as `_launch_online`
-_PIPELINED += _ONLINE.replace("def _launch(", "def _launch_online(").replace(
-    "PERSISTENT=$PERSISTENT, num_warps=$num_warps", "PERSISTENT=False, num_warps=4").replace(
-    "if $PERSISTENT else", "if False else").replace("BLOCK=$BLOCK", "BLOCK=2048")
+# rows past 64 KB: the online sweep with its launch knobs fixed at the starter's, as `_launch_online` (its other
+# knobs, the stages, exp2 and hints, are the point's own)
+_PIPELINED += preset(_ONLINE.replace("def _launch(", "def _launch_online("),
+                     {"PERSISTENT": False, "BLOCK": 2048, "num_warps": 4})
 
 _ONLINE_LANES = '''
 
@@ -116,7 +125,8 @@ def _ce_online_lanes_kernel(x_ptr, t_ptr, loss_ptr, n_rows, n_cols, x_stride, ig
             m = m_new
         m_row = tl.max(m, axis=0)
         lse = m_row + $LOG_S
-$TARGET
+
+        $TARGET
 
 def _launch(x, t, out, n_rows, n_cols, ignore_index):
     loss = torch.empty(n_rows, dtype=torch.float32, device=x.device)
@@ -147,7 +157,8 @@ def _ce_two_sweep_kernel(x_ptr, t_ptr, loss_ptr, n_rows, n_cols, x_stride, ignor
             x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")$X_HINT).to(tl.float32)
             s += $EXP_ROW
         lse = m_row + $LOG_SUM
-$TARGET
+
+        $TARGET
 
 def _launch(x, t, out, n_rows, n_cols, ignore_index):
     loss = torch.empty(n_rows, dtype=torch.float32, device=x.device)
@@ -247,17 +258,7 @@ def _finish(loss, t, out, n_rows, ignore_index):
 
 _EPILOGUE = '''
 
-_SMS = {}
-
-
-def _num_programs(x):
-    # persistent grids: a few programs per SM (the interpreter has no SMs; 4 keeps it quick)
-    if x.device.type != "cuda":
-        return 4
-    idx = x.device.index or 0
-    if idx not in _SMS:
-        _SMS[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
-    return _SMS[idx] * $PROGRAMS_PER_SM
+$NUM_PROGRAMS
 
 
 def cross_entropy(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
@@ -289,28 +290,28 @@ class ModelNew(torch.nn.Module):
 
 
 def _template(p: dict) -> str:
-    exp, log = _EXP[p["exp2"]], _LOG[p["exp2"]]
+    exp = lambda x: tl_exp(x, p["exp2"])  # noqa: E731
+    log = lambda x: tl_log(x, p["exp2"])  # noqa: E731
     body = {"online": _ONLINE, "online_lanes": _ONLINE_LANES, "two_sweep": _TWO_SWEEP, "split": _SPLIT,
             "pipelined": _PIPELINED}[p["variant"]]
     finish = "" if p["variant"] == "split" else _FINISH
-    fill = {
-        "EXP_ALPHA": exp.format(x="m - m_safe"), "EXP_X": exp.format(x="x - m_safe"),
-        "EXP_ROW": exp.format(x="x - m_row"),
-        "EXP_LANE_SAFE": exp.format(x="m - m_row_safe"),
+    return fill(_PROLOGUE + body + finish + _EPILOGUE, {
+        "TARGET": _TARGET, "PIPELINED_ROWS": PIPELINED_ROWS,
+        "EXP_ALPHA": exp("m - m_safe"), "EXP_X": exp("x - m_safe"),
+        "EXP_ROW": exp("x - m_row"),
+        "EXP_LANE_SAFE": exp("m - m_row_safe"),
         # m starts at -inf and the first chunk always holds a real logit, so m_new is finite here
-        "EXP_SCALAR": exp.format(x="m - m_new"), "EXP_CHUNK": exp.format(x="x - m_new"),
-        "LOG_SCALAR": log.format(x="s"),
-        "LOG_S": log.format(x="tl.sum(s * " + exp.format(x="m - m_row") + ", axis=0)"),
-        "LOG_SUM": log.format(x="tl.sum(s, axis=0)"),
-        "LOG_PIPE": log.format(x="tl.sum(" + exp.format(x="x - m") + ", axis=0)"),
-        "LOG_MERGE": log.format(x="tl.sum(ps * " + exp.format(x="pm - m[:, None]") + ", axis=1)"),
-        "X_HINT": ', eviction_policy="evict_first"' if p["cache_hints"] else "",
+        "EXP_SCALAR": exp("m - m_new"), "EXP_CHUNK": exp("x - m_new"),
+        "LOG_SCALAR": log("s"),
+        "LOG_S": log("tl.sum(s * " + exp("m - m_row") + ", axis=0)"),
+        "LOG_SUM": log("tl.sum(s, axis=0)"),
+        "LOG_PIPE": log("tl.sum(" + exp("x - m") + ", axis=0)"),
+        "LOG_MERGE": log("tl.sum(ps * " + exp("pm - m[:, None]") + ", axis=1)"),
+        "X_HINT": evict("evict_first", p["cache_hints"]),
         "BLOCK": p["BLOCK"], "PERSISTENT": p["persistent"], "SPLIT": p["SPLIT"],
         "num_warps": p["num_warps"], "num_stages": p["num_stages"],
-        "PROGRAMS_PER_SM": programs_per_sm(p, p["persistent"] or p["variant"] == "pipelined"),
-    }
-    text = (_PROLOGUE + body + finish + _EPILOGUE).replace("$TARGET", _TARGET.rstrip("\n"))
-    return Template(text).substitute(fill)
+        "NUM_PROGRAMS": num_programs(programs_per_sm(p, p["persistent"] or p["variant"] == "pipelined")),
+    })
 
 
 PARAMS = {

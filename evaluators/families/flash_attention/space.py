@@ -24,9 +24,7 @@ the others (3.68-4.10 ms vs 2.18; causal 2.14-2.27 vs 1.11).
 """
 from __future__ import annotations
 
-from string import Template
-
-from kernelsearch.evaluators.space import FP32_DEPTH, Move, SearchSpace
+from kernelsearch.evaluators.space import FP32_DEPTH, Move, SearchSpace, fill
 
 _PROLOGUE = '''import math
 
@@ -34,7 +32,10 @@ import torch
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
-''' + FP32_DEPTH + '''
+
+
+$FP32_DEPTH
+
 LOG2E = 1.4426950408889634
 
 
@@ -191,12 +192,12 @@ class ModelNew(torch.nn.Module):
 
 def make_template(causal_default: bool):
     def template(p: dict) -> str:
-        fill = {
+        return fill(_PROLOGUE + _EPILOGUE, {
+            "FP32_DEPTH": FP32_DEPTH,
             "BLOCK_M": p["BLOCK_M"], "BLOCK_N": p["BLOCK_N"], "num_warps": p["num_warps"],
             "num_stages": p["num_stages"], "SPLIT_DIAGONAL": p["split_diagonal"], "TMA": p["tma"],
             "CAUSAL_DEFAULT": causal_default, "LONGEST_FIRST": p["longest_first"],
-        }
-        return Template(_PROLOGUE + _EPILOGUE).substitute(fill)
+        })
 
     return template
 

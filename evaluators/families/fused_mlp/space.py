@@ -12,15 +12,16 @@ coalesced) and transposed in shared memory for the dot. fp32 uses input_precisio
 """
 from __future__ import annotations
 
-from string import Template
-
-from kernelsearch.evaluators.space import FP32_DEPTH, Move, SearchSpace
+from kernelsearch.evaluators.space import FP32_DEPTH, Move, SearchSpace, fill
 
 _PROLOGUE = '''import torch
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
-''' + FP32_DEPTH + '''
+
+
+$FP32_DEPTH
+
 
 @triton.jit
 def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
@@ -209,14 +210,14 @@ def _tile(s: str) -> tuple[int, int, int]:
 
 def _template(p: dict) -> str:
     gu, dn = _tile(p["gate_up_tile"]), _tile(p["down_tile"])
-    fill = {
+    body = {"fused": _FUSED, "separate": _SEPARATE}[p["variant"]]
+    return fill(_PROLOGUE + body + _EPILOGUE, {
+        "FP32_DEPTH": FP32_DEPTH,
         "GU_BM": gu[0], "GU_BN": gu[1], "GU_BK": gu[2], "D_BM": dn[0], "D_BN": dn[1], "D_BK": dn[2],
         "gu_warps": p["gate_up_warps"], "gu_stages": p["gate_up_stages"],
         "down_warps": p["down_warps"], "down_stages": p["down_stages"],
         "GROUP_M": p["GROUP_M"], "TMA": p["tma"],
-    }
-    body = {"fused": _FUSED, "separate": _SEPARATE}[p["variant"]]
-    return Template(_PROLOGUE + body + _EPILOGUE).substitute(fill)
+    })
 
 
 PARAMS = {

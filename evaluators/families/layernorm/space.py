@@ -22,9 +22,7 @@ Never E[x^2] - E[x]^2: in fp32 it loses the variance when the mean is large (see
 """
 from __future__ import annotations
 
-from string import Template
-
-from kernelsearch.evaluators.space import Move, SearchSpace, programs_per_sm
+from kernelsearch.evaluators.space import Move, SearchSpace, evict, fill, num_programs, programs_per_sm
 
 _PROLOGUE = '''import math
 import os
@@ -110,7 +108,8 @@ def _layernorm_welford_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_rows, n_cols, x_stri
         mean = tl.sum(cnt * lane_mean, axis=0) / n_cols
         dm = lane_mean - mean
         rstd = tl.rsqrt(tl.sum(lane_m2 + cnt * dm * dm, axis=0) / n_cols + eps)
-$NORMALIZE_SWEEP
+
+        $NORMALIZE_SWEEP
 
 def _launch(x, w, b, y, n_rows, n_cols, eps):
     grid = (min(n_rows, _num_programs(x)),) if $PERSISTENT else (n_rows,)
@@ -141,7 +140,8 @@ def _layernorm_two_pass_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_rows, n_cols, x_str
             d = tl.where(cols < n_cols, x - mean, 0.0)
             acc += d * d
         rstd = tl.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
-$NORMALIZE_SWEEP
+
+        $NORMALIZE_SWEEP
 
 def _launch(x, w, b, y, n_rows, n_cols, eps):
     grid = (min(n_rows, _num_programs(x)),) if $PERSISTENT else (n_rows,)
@@ -308,17 +308,7 @@ def _launch(x, w, b, y, n_rows, n_cols, eps):
 
 _COMMON = '''
 
-_SMS = {}
-
-
-def _num_programs(x):
-    # persistent grids: a few programs per SM (the interpreter has no SMs; 4 keeps it quick)
-    if x.device.type != "cuda":
-        return 4
-    idx = x.device.index or 0
-    if idx not in _SMS:
-        _SMS[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
-    return _SMS[idx] * $PROGRAMS_PER_SM
+$NUM_PROGRAMS
 
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float, n_dims: int = 1):
@@ -382,18 +372,17 @@ _BODIES = {"single": _SINGLE, "welford": _WELFORD, "two_pass": _TWO_PASS, "split
 def make_template(interface: str):
     def template(p: dict) -> str:
         hints = p["cache_hints"]
-        fill = {
+        persistent_grid = p["persistent"] and p["variant"] not in ("split", "coop")
+        return fill(_PROLOGUE + _BODIES[p["variant"]] + _COMMON + _INTERFACES[interface], {
+            "NORMALIZE_SWEEP": _NORMALIZE_SWEEP,
             # x is streamed: evict it first; the weight and bias are reused by every row: keep them in L2
-            "X_HINT": ', eviction_policy="evict_first"' if hints else "",
-            "W_HINT": ', eviction_policy="evict_last"' if hints else "",
+            "X_HINT": evict("evict_first", hints), "W_HINT": evict("evict_last", hints),
             "ROWS": p["ROWS"], "BLOCK": p["BLOCK"], "PERSISTENT": p["persistent"],
             "num_warps": p["num_warps"], "num_stages": p["num_stages"],
-            "PROGRAMS_PER_SM": programs_per_sm(p, p["persistent"] and p["variant"] not in ("split", "coop")),
+            "NUM_PROGRAMS": num_programs(programs_per_sm(p, persistent_grid)),
             "SPLIT_CHUNK": p["SPLIT_CHUNK"],
             "APPLY_ROWS": p["APPLY_ROWS"], "PART": p["PART"],
-        }
-        body = _BODIES[p["variant"]].replace("$NORMALIZE_SWEEP", _NORMALIZE_SWEEP.rstrip("\n"))
-        return Template(_PROLOGUE + body + _COMMON + _INTERFACES[interface]).substitute(fill)
+        })
 
     return template
 

@@ -17,15 +17,16 @@ fp32 inputs use input_precision="ieee" (no TF32), as torch.matmul does by defaul
 """
 from __future__ import annotations
 
-from string import Template
-
-from kernelsearch.evaluators.space import FP32_DEPTH, Move, SearchSpace
+from kernelsearch.evaluators.space import FP32_DEPTH, Move, SearchSpace, fill, num_programs
 
 _PROLOGUE = '''import torch
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
-''' + FP32_DEPTH + '''
+
+
+$FP32_DEPTH
+
 
 @triton.jit
 def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
@@ -121,13 +122,17 @@ def _launch(a, b, c, M, N, K, precision):
 '''
 
 _TMA_STORE = {
-    False: '''c_desc.store([off_m, off_n], acc.to(c_desc.dtype))''',
+    False: '''
+c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+''',
     # two half-width stores: the C tile staged in shared memory is half the size, leaving room for a deeper
     # pipeline of A and B tiles
-    True: '''halves = tl.permute(tl.reshape(acc, (BM, 2, BN // 2)), (0, 2, 1))
-    c0, c1 = tl.split(halves)
-    c_desc.store([off_m, off_n], c0.to(c_desc.dtype))
-    c_desc.store([off_m, off_n + BN // 2], c1.to(c_desc.dtype))''',
+    True: '''
+halves = tl.permute(tl.reshape(acc, (BM, 2, BN // 2)), (0, 2, 1))
+c0, c1 = tl.split(halves)
+c_desc.store([off_m, off_n], c0.to(c_desc.dtype))
+c_desc.store([off_m, off_n + BN // 2], c1.to(c_desc.dtype))
+''',
 }
 
 _TMA = '''
@@ -177,7 +182,7 @@ def _matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
             a = a_desc.load([off_m, k])
             b = b_desc.load([k, off_n])
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
-        $TMA_STORE_IN_LOOP
+        $TMA_STORE
 
 
 def _launch(a, b, c, M, N, K, precision):
@@ -206,17 +211,7 @@ def _descriptors(a, b, c):
 
 _EPILOGUE = '''
 
-_SMS = {}
-
-
-def _num_programs(x):
-    # persistent grids: PROGRAMS_PER_SM programs per SM (the interpreter has no SMs; 4 keeps it quick)
-    if x.device.type != "cuda":
-        return 4
-    idx = x.device.index or 0
-    if idx not in _SMS:
-        _SMS[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
-    return _SMS[idx] * $PROGRAMS_PER_SM
+$NUM_PROGRAMS
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -248,18 +243,16 @@ class ModelNew(torch.nn.Module):
 
 
 def _template(p: dict) -> str:
-    variant = p["variant"]
     body = {"tiled": _TILED, "persistent": _PERSISTENT, "tma": _TMA + _TMA_HELPERS,
-            "tma_persistent": _TMA_PERSISTENT + _TMA_HELPERS}[variant]
-    store = _TMA_STORE[p["epilogue_subtile"]]
-    body = (body.replace("$TMA_STORE_IN_LOOP", store.replace("\n    ", "\n        "))
-            .replace("$TMA_STORE", store))
-    fill = {
+            "tma_persistent": _TMA_PERSISTENT + _TMA_HELPERS}[p["variant"]]
+    return fill(_PROLOGUE + body + _EPILOGUE, {
+        "FP32_DEPTH": FP32_DEPTH, "TMA_STORE": _TMA_STORE[p["epilogue_subtile"]],
         "BM": p["BM"], "BN": p["BN"], "BK": p["BK"], "GROUP_M": p["GROUP_M"],
-        "num_warps": p["num_warps"], "num_stages": p["num_stages"], "PROGRAMS_PER_SM": p["programs_per_sm"],
+        "num_warps": p["num_warps"], "num_stages": p["num_stages"],
+        # (the value itself, read or not: the variants without a persistent grid render it too)
+        "NUM_PROGRAMS": num_programs(p["programs_per_sm"], "PROGRAMS_PER_SM programs per SM"),
         "FLATTEN": p["flatten"], "WARP_SPECIALIZE": p["warp_specialize"], "SUBTILE": p["epilogue_subtile"],
-    }
-    return Template(_PROLOGUE + body + _EPILOGUE).substitute(fill)
+    })
 
 
 PARAMS = {

@@ -9,9 +9,7 @@ per row leaves most SMs idle.
 """
 from __future__ import annotations
 
-from string import Template
-
-from kernelsearch.evaluators.space import Move, SearchSpace
+from kernelsearch.evaluators.space import Move, SearchSpace, evict, fill
 
 _PROLOGUE = '''import math
 
@@ -133,12 +131,11 @@ class ModelNew(torch.nn.Module):
 
 def _template(p: dict) -> str:
     body = {"single": _SINGLE, "chunked": _CHUNKED, "split": _SPLIT}[p["variant"]]
-    fill = {
-        "X_HINT": ', eviction_policy="evict_first"' if p["cache_hints"] else "",
+    return fill(_PROLOGUE + body + _EPILOGUE, {
+        "X_HINT": evict("evict_first", p["cache_hints"]),
         "BLOCK": p["BLOCK"], "ROWS": p["ROWS"], "SPLIT": p["SPLIT"],
         "num_warps": p["num_warps"], "num_stages": p["num_stages"],
-    }
-    return Template(_PROLOGUE + body + _EPILOGUE).substitute(fill)
+    })
 
 
 PARAMS = {

@@ -8,9 +8,7 @@ program instead of once per row (8 KB of L2 traffic per row at the timed size).
 """
 from __future__ import annotations
 
-from string import Template
-
-from kernelsearch.evaluators.space import Move, SearchSpace, programs_per_sm
+from kernelsearch.evaluators.space import Move, SearchSpace, evict, fill, num_programs, programs_per_sm
 
 _PROLOGUE = '''import torch
 import triton
@@ -86,17 +84,7 @@ def _launch(x, w, y, n_rows, n_cols, eps):
 
 _EPILOGUE = '''
 
-_SMS = {}
-
-
-def _num_programs(x):
-    # persistent grids: a few programs per SM (the interpreter has no SMs; 4 keeps it quick)
-    if x.device.type != "cuda":
-        return 4
-    idx = x.device.index or 0
-    if idx not in _SMS:
-        _SMS[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
-    return _SMS[idx] * $PROGRAMS_PER_SM
+$NUM_PROGRAMS
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -129,15 +117,13 @@ class ModelNew(torch.nn.Module):
 def _template(p: dict) -> str:
     body = {"single": _SINGLE, "chunked": _CHUNKED}[p["variant"]]
     hints = p["cache_hints"]
-    fill = {
+    return fill(_PROLOGUE + body + _EPILOGUE, {
         # x is streamed once: evict it first; the weight is reused by every row: keep it in L2
-        "X_HINT": ', eviction_policy="evict_first"' if hints else "",
-        "W_HINT": ', eviction_policy="evict_last"' if hints else "",
+        "X_HINT": evict("evict_first", hints), "W_HINT": evict("evict_last", hints),
         "ROWS": p["ROWS"], "BLOCK": p["BLOCK"], "PERSISTENT": p["persistent"],
         "num_warps": p["num_warps"], "num_stages": p["num_stages"],
-        "PROGRAMS_PER_SM": programs_per_sm(p, p["persistent"]),
-    }
-    return Template(_PROLOGUE + body + _EPILOGUE).substitute(fill)
+        "NUM_PROGRAMS": num_programs(programs_per_sm(p, p["persistent"])),
+    })
 
 
 PARAMS = {

@@ -10,10 +10,7 @@ all batch * heads * seq rows with 32-bit offsets and no masks when the tile divi
 """
 from __future__ import annotations
 
-import textwrap
-from string import Template
-
-from kernelsearch.evaluators.space import Move, SearchSpace
+from kernelsearch.evaluators.space import Move, SearchSpace, evict, fill
 
 _PROLOGUE = '''import torch
 import triton
@@ -46,9 +43,9 @@ def _rope_rows_kernel(x_ptr, cos_ptr, sin_ptr, y_ptr, seq, half, bh_stride, s_st
     s = tl.program_id(0) * BLOCK_S + tl.arange(0, BLOCK_S)
     d = tl.arange(0, BLOCK_H)
     mask = (s[:, None] < seq) & (d[None, :] < half)
-$LOAD_CS
+    $LOAD_CS
     x_off = tl.program_id(1).to(tl.int64) * bh_stride + s[:, None].to(tl.int64) * s_stride + d[None, :]
-$ROTATE
+    $ROTATE
 
 def _launch(x, cos, sin, y, bh, seq, half):
     grid = (triton.cdiv(seq, $BLOCK_S), bh)
@@ -66,13 +63,13 @@ def _rope_heads_kernel(x_ptr, cos_ptr, sin_ptr, y_ptr, n_heads, seq, half, bh_st
     s = tl.program_id(0) * BLOCK_S + tl.arange(0, BLOCK_S)
     d = tl.arange(0, BLOCK_H)
     mask = (s[:, None] < seq) & (d[None, :] < half)
-$LOAD_CS
+    $LOAD_CS
     groups = tl.cdiv(n_heads, HEADS)
     b = tl.program_id(1) // groups
     h0 = (tl.program_id(1) % groups) * HEADS
     for h in tl.range(h0, tl.minimum(h0 + HEADS, n_heads), num_stages=$num_stages):
         x_off = (b * n_heads + h).to(tl.int64) * bh_stride + s[:, None].to(tl.int64) * s_stride + d[None, :]
-$ROTATE_IN_LOOP
+        $ROTATE
 
 def _launch(x, cos, sin, y, bh, seq, half):
     n_heads = x.shape[1]
@@ -181,16 +178,12 @@ class ModelNew(torch.nn.Module):
 
 def _template(p: dict) -> str:
     body = {"rows": _ROWS, "heads": _HEADS, "permuted": _PERMUTED, "flat": _FLAT}[p["variant"]]
-    body = (body.replace("$LOAD_CS", _LOAD_CS.strip("\n"))
-            .replace("$ROTATE_IN_LOOP", textwrap.indent(_ROTATE.strip("\n"), "    "))
-            .replace("$ROTATE", _ROTATE.strip("\n")))
-    fill = {
+    return fill(_PROLOGUE + body + _EPILOGUE, {
+        "LOAD_CS": _LOAD_CS, "ROTATE": _ROTATE,
         # x streams through once; cos and sin are re-read for every head: keep them in L2
-        "X_HINT": ', eviction_policy="evict_first"' if p["cache_hints"] else "",
-        "CS_HINT": ', eviction_policy="evict_last"' if p["cache_hints"] else "",
+        "X_HINT": evict("evict_first", p["cache_hints"]), "CS_HINT": evict("evict_last", p["cache_hints"]),
         "BLOCK_S": p["BLOCK_S"], "HEADS": p["HEADS"], "num_warps": p["num_warps"], "num_stages": p["num_stages"],
-    }
-    return Template(_PROLOGUE + body + _EPILOGUE).substitute(fill)
+    })
 
 
 PARAMS = {

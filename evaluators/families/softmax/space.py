@@ -5,7 +5,16 @@ row twice (the second read mostly hits L2: a 32000-wide bf16 row is 64 KB); `thr
 """
 from __future__ import annotations
 
-from kernelsearch.evaluators.space import PIPELINED_ROWS, Move, SearchSpace, programs_per_sm
+from kernelsearch.evaluators.space import (
+    PIPELINED_ROWS,
+    Move,
+    SearchSpace,
+    evict,
+    fill,
+    num_programs,
+    programs_per_sm,
+    tl_exp,
+)
 
 _PROLOGUE = '''import os
 
@@ -16,39 +25,33 @@ import triton.language as tl
 LOG2E = tl.constexpr(1.4426950408889634)  # jit code may only read constexpr globals
 '''
 
-_EXP = {False: "tl.exp({x})", True: "tl.exp2(({x}) * LOG2E)"}
-
 # sweep 1 of the online kernel. `lane`: a running max and sum per lane, rescaled per element (two
 # exponentials per element); `chunk`: each chunk reduced to its max first, one scalar running sum rescaled
 # per chunk (one exponential per element, one cross-warp max per chunk)
 _SWEEP1 = {
     "lane": """        m = tl.full([BLOCK], float("-inf"), tl.float32)
         s = tl.zeros([BLOCK], tl.float32)
-        for start in tl.range(0, n_cols, BLOCK, num_stages={num_stages}):
+        for start in tl.range(0, n_cols, BLOCK, num_stages=$num_stages):
             cols = start + offs
-            x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf"){HINT1}).to(tl.float32)
+            x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")$HINT1).to(tl.float32)
             m_new = tl.maximum(m, x)
             m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-            s = s * {EXP_ALPHA} + {EXP_X}
+            s = s * $EXP_ALPHA + $EXP_X
             m = m_new
         m_row = tl.max(m, axis=0)
-        s_row = tl.sum(s * {EXP_LANE}, axis=0)
+        s_row = tl.sum(s * $EXP_LANE, axis=0)
 """,
     "chunk": """        m_row = tl.full([], float("-inf"), tl.float32)
         s_row = tl.full([], 0.0, tl.float32)
-        for start in tl.range(0, n_cols, BLOCK, num_stages={num_stages}):
+        for start in tl.range(0, n_cols, BLOCK, num_stages=$num_stages):
             cols = start + offs
-            x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf"){HINT1}).to(tl.float32)
+            x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")$HINT1).to(tl.float32)
             m_new = tl.maximum(m_row, tl.max(x, axis=0))
             m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-            s_row = s_row * {EXP_ROW_ALPHA} + tl.sum({EXP_X}, axis=0)
+            s_row = s_row * $EXP_ROW_ALPHA + tl.sum($EXP_X, axis=0)
             m_row = m_new
 """,
 }
-# L2 residency between the online kernel's two reads of a row: the first read asks to keep the lines, the
-# second and the output stream past them
-_HINTS = {False: ("", "", ""),
-          True: (', eviction_policy="evict_last"', ', eviction_policy="evict_first"', ', eviction_policy="evict_first"')}
 
 _SINGLE = '''
 
@@ -67,7 +70,7 @@ def _softmax_rows_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride,
         x = x.to(tl.float32)
         m = tl.max(x, axis=1)
         m = tl.where(m == float("-inf"), 0.0, m)  # padding rows: keep them finite
-        e = {EXP_E}
+        e = $EXP_E
         e = tl.where(mask, e, 0.0)
         s = tl.sum(e, axis=1)
         y = e * (1.0 / s)[:, None]
@@ -76,15 +79,15 @@ def _softmax_rows_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride,
 
 def _launch(x, y, n_rows, n_cols):
     block = max(triton.next_power_of_2(n_cols), 16)
-    rows = {ROWS}
+    rows = $ROWS
     if rows > 1 and block * rows > 65536:   # over 256 KB of fp32 a program: it spills, or compiles for minutes
-        raise ValueError(f"softmax: {{rows}} rows of {{n_cols}} do not fit in one program's registers; "
+        raise ValueError(f"softmax: {rows} rows of {n_cols} do not fit in one program's registers; "
                          f"use fewer rows per program or a chunked variant")
     groups = triton.cdiv(n_rows, rows)
-    grid = (min(groups, _num_programs(x)),) if {PERSISTENT} else (groups,)
+    grid = (min(groups, _num_programs(x)),) if $PERSISTENT else (groups,)
     _softmax_rows_kernel[grid](x, y, n_rows, n_cols, x.stride(0), y.stride(0),
-                               BLOCK=block, ROWS=rows, PERSISTENT={PERSISTENT},
-                               num_warps={num_warps}, num_stages={num_stages})
+                               BLOCK=block, ROWS=rows, PERSISTENT=$PERSISTENT,
+                               num_warps=$num_warps, num_stages=$num_stages)
 '''
 
 _ONLINE = '''
@@ -98,18 +101,19 @@ def _softmax_online_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride,
     for row in range(tl.program_id(0), n_rows, step):
         x_row = x_ptr + tl.cast(row, tl.int64) * x_stride
         y_row = y_ptr + tl.cast(row, tl.int64) * y_stride
-{SWEEP1}        inv = 1.0 / s_row
-        for start in tl.range(0, n_cols, BLOCK, num_stages={num_stages}):
+        $SWEEP1
+        inv = 1.0 / s_row
+        for start in tl.range(0, n_cols, BLOCK, num_stages=$num_stages):
             cols = start + offs
-            x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf"){HINT2}).to(tl.float32)
-            y = {EXP_OUT} * inv
-            tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=cols < n_cols{HINT_STORE})
+            x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")$HINT2).to(tl.float32)
+            y = $EXP_OUT * inv
+            tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=cols < n_cols$HINT_STORE)
 
 
 def _launch(x, y, n_rows, n_cols):
-    grid = (min(n_rows, _num_programs(x)),) if {PERSISTENT} else (n_rows,)
+    grid = (min(n_rows, _num_programs(x)),) if $PERSISTENT else (n_rows,)
     _softmax_online_kernel[grid](x, y, n_rows, n_cols, x.stride(0), y.stride(0),
-                                 BLOCK={BLOCK}, PERSISTENT={PERSISTENT}, num_warps={num_warps})
+                                 BLOCK=$BLOCK, PERSISTENT=$PERSISTENT, num_warps=$num_warps)
 '''
 
 _COOP = '''
@@ -132,7 +136,7 @@ def _softmax_coop_kernel(x_ptr, y_ptr, slot_ptr, n_cols, x_stride, y_stride, sli
     x = tl.load(x_row + cols, mask=mask, other=float("-inf")).to(tl.float32)
     m = tl.max(x, axis=0)
     m_safe = tl.where(m == float("-inf"), 0.0, m)
-    s = tl.sum(tl.where(mask, {EXP_X}, 0.0), axis=0)
+    s = tl.sum(tl.where(mask, $EXP_X, 0.0), axis=0)
     word = (m.to(tl.uint32, bitcast=True).to(tl.uint64) << 32) | s.to(tl.uint32, bitcast=True).to(tl.uint64)
     slots = slot_ptr + tl.cast(row, tl.int64) * SPLIT
     tl.atomic_xchg(slots + part, word.to(tl.int64, bitcast=True), sem="release", scope="gpu")
@@ -145,8 +149,8 @@ def _softmax_coop_kernel(x_ptr, y_ptr, slot_ptr, n_cols, x_stride, y_stride, sli
     ss = (u & 0xFFFFFFFF).to(tl.uint32).to(tl.float32, bitcast=True)
     m_row = tl.max(ms, axis=0)
     m_row = tl.where(m_row == float("-inf"), 0.0, m_row)
-    s_row = tl.sum(tl.where(ss > 0, ss * {EXP_COMBINE}, 0.0), axis=0)
-    y = {EXP_OUT} * (1.0 / s_row)
+    s_row = tl.sum(tl.where(ss > 0, ss * $EXP_COMBINE, 0.0), axis=0)
+    y = $EXP_OUT * (1.0 / s_row)
     tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
@@ -157,12 +161,12 @@ def _launch(x, y, n_rows, n_cols):
     if os.environ.get("TRITON_INTERPRET") == "1":
         split = 1
     else:
-        split = triton.next_power_of_2(max({SPLIT}, triton.cdiv(n_cols, {MAX_PART})))
+        split = triton.next_power_of_2(max($SPLIT, triton.cdiv(n_cols, $MAX_PART)))
     slice_len = triton.cdiv(n_cols, split)
     block = max(triton.next_power_of_2(slice_len), 16)
     slots = torch.zeros(n_rows * split, dtype=torch.int64, device=x.device)
     _softmax_coop_kernel[(n_rows * split,)](x, y, slots, n_cols, x.stride(0), y.stride(0), slice_len,
-                                            SPLIT=split, BLOCK=block, num_warps={num_warps})
+                                            SPLIT=split, BLOCK=block, num_warps=$num_warps)
 '''
 
 _PIPELINED = '''
@@ -174,8 +178,9 @@ def _softmax_pipelined_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, 
     # exponentials, sum and store, so they are in flight while this row is reduced. With one 1024-thread
     # program per SM (all a 64 KB row in registers allows) the `single` variant's loads stop at every row's
     # reductions; here a row's reductions overlap the next row's 64 KB on its way.
-''' + PIPELINED_ROWS + '''        m = tl.max(x, axis=0)
-        e = {EXP_PIPE}
+    $PIPELINED_ROWS
+        m = tl.max(x, axis=0)
+        e = $EXP_PIPE
         e = tl.where(cmask, e, 0.0)
         y = e * (1.0 / tl.sum(e, axis=0))
         tl.store(y_ptr + tl.cast(row, tl.int64) * y_stride + cols, y.to(y_ptr.dtype.element_ty), mask=cmask)
@@ -184,11 +189,11 @@ def _softmax_pipelined_kernel(x_ptr, y_ptr, n_rows, n_cols, x_stride, y_stride, 
 def _launch(x, y, n_rows, n_cols):
     block = max(triton.next_power_of_2(n_cols), 16)
     if block > 32768:   # two rows' worth of registers a program: past 32K columns it spills
-        raise ValueError(f"softmax pipelined: a row of {{n_cols}} and the next one do not fit in one program's "
+        raise ValueError(f"softmax pipelined: a row of {n_cols} and the next one do not fit in one program's "
                          f"registers; use the coop or online variant")
     grid = (min(n_rows, _num_programs(x)),)
     _softmax_pipelined_kernel[grid](x, y, n_rows, n_cols, x.stride(0), y.stride(0), BLOCK=block,
-                                    num_warps={num_warps})
+                                    num_warps=$num_warps)
 '''
 
 _THREE_PASS = '''
@@ -201,45 +206,35 @@ def _softmax_three_pass_kernel(x_ptr, y_ptr, n_cols, x_stride, y_stride, BLOCK: 
     y_row = y_ptr + row * y_stride
     offs = tl.arange(0, BLOCK)
     m = tl.full([BLOCK], float("-inf"), tl.float32)
-    for start in tl.range(0, n_cols, BLOCK, num_stages={num_stages}):
+    for start in tl.range(0, n_cols, BLOCK, num_stages=$num_stages):
         cols = start + offs
         m = tl.maximum(m, tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32))
     m_row = tl.max(m, axis=0)
     s = tl.zeros([BLOCK], tl.float32)
-    for start in tl.range(0, n_cols, BLOCK, num_stages={num_stages}):
+    for start in tl.range(0, n_cols, BLOCK, num_stages=$num_stages):
         cols = start + offs
         x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
-        s += {EXP_OUT}
+        s += $EXP_OUT
     inv = 1.0 / tl.sum(s, axis=0)
-    for start in tl.range(0, n_cols, BLOCK, num_stages={num_stages}):
+    for start in tl.range(0, n_cols, BLOCK, num_stages=$num_stages):
         cols = start + offs
         x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
-        tl.store(y_row + cols, ({EXP_OUT} * inv).to(y_ptr.dtype.element_ty), mask=cols < n_cols)
+        tl.store(y_row + cols, ($EXP_OUT * inv).to(y_ptr.dtype.element_ty), mask=cols < n_cols)
 
 
 def _launch(x, y, n_rows, n_cols):
-    _softmax_three_pass_kernel[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0), BLOCK={BLOCK},
-                                         num_warps={num_warps})
+    _softmax_three_pass_kernel[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0), BLOCK=$BLOCK,
+                                         num_warps=$num_warps)
 '''
 
 _EPILOGUE = '''
 
-_SMS = {{}}
-
-
-def _num_programs(x):
-    # persistent grids: a few programs per SM (the interpreter has no SMs; 4 keeps it quick)
-    if x.device.type != "cuda":
-        return 4
-    idx = x.device.index or 0
-    if idx not in _SMS:
-        _SMS[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
-    return _SMS[idx] * {PROGRAMS_PER_SM}
+$NUM_PROGRAMS
 
 
 def softmax(x: torch.Tensor) -> torch.Tensor:
     if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
-        raise TypeError(f"softmax kernel: unsupported dtype {{x.dtype}}")
+        raise TypeError(f"softmax kernel: unsupported dtype {x.dtype}")
     shape = x.shape
     x2 = x.reshape(-1, shape[-1])
     if x2.stride(-1) != 1:
@@ -261,32 +256,31 @@ class ModelNew(torch.nn.Module):
 
 
 def _template(p: dict) -> str:
-    exp = _EXP[p["exp2"]]
-    raw = body = {"single": _SINGLE, "online": _ONLINE, "three_pass": _THREE_PASS, "coop": _COOP,
-                  "pipelined": _PIPELINED}[p["variant"]]
-    hint1, hint2, hint_store = _HINTS[p["cache_hints"]]
-    body = body.replace("{SWEEP1}", _SWEEP1[p["stats"]])
-    fill = {
-        "HINT1": hint1, "HINT2": hint2, "HINT_STORE": hint_store,
-        "EXP_ROW_ALPHA": exp.format(x="m_row - m_safe"),
-        "EXP_E": exp.format(x="x - m[:, None]"),
-        "EXP_PIPE": exp.format(x="x - m"),
-        "EXP_ALPHA": exp.format(x="m - m_safe"),
-        "EXP_X": exp.format(x="x - m_safe"),
-        "EXP_LANE": exp.format(x="m - m_row"),
-        "EXP_OUT": exp.format(x="x - m_row"),
-        "EXP_COMBINE": exp.format(x="ms - m_row"),
+    body = {"single": _SINGLE, "online": _ONLINE, "three_pass": _THREE_PASS, "coop": _COOP,
+            "pipelined": _PIPELINED}[p["variant"]]
+    exp = lambda x: tl_exp(x, p["exp2"])  # noqa: E731
+    hints = p["cache_hints"]
+    # (coop and three_pass launch no persistent grid, whatever `persistent` says; pipelined always does)
+    persistent_grid = (p["persistent"] and p["variant"] in ("single", "online")) or p["variant"] == "pipelined"
+    return fill(_PROLOGUE + body + _EPILOGUE, {
+        "SWEEP1": _SWEEP1[p["stats"]], "PIPELINED_ROWS": PIPELINED_ROWS,
+        # L2 residency between the online kernel's two reads of a row: the first read asks to keep the lines,
+        # the second and the output stream past them
+        "HINT1": evict("evict_last", hints), "HINT2": evict("evict_first", hints),
+        "HINT_STORE": evict("evict_first", hints),
+        "EXP_ROW_ALPHA": exp("m_row - m_safe"),
+        "EXP_E": exp("x - m[:, None]"),
+        "EXP_PIPE": exp("x - m"),
+        "EXP_ALPHA": exp("m - m_safe"),
+        "EXP_X": exp("x - m_safe"),
+        "EXP_LANE": exp("m - m_row"),
+        "EXP_OUT": exp("x - m_row"),
+        "EXP_COMBINE": exp("ms - m_row"),
         "SPLIT": p["SPLIT"], "MAX_PART": 16384,
         "ROWS": p["ROWS"], "BLOCK": p["BLOCK"], "PERSISTENT": p["persistent"],
         "num_warps": p["num_warps"], "num_stages": p["num_stages"],
-    }
-    body = body.replace("{{", "\x00").replace("}}", "\x01")
-    for k, v in fill.items():
-        body = body.replace("{" + k + "}", str(v))
-    body = body.replace("\x00", "{").replace("\x01", "}")
-    # (coop and three_pass launch no persistent grid, whatever `persistent` says)
-    pps = programs_per_sm(p, (p["persistent"] and "{PERSISTENT}" in raw) or p["variant"] == "pipelined")
-    return _PROLOGUE + body + _EPILOGUE.format(PROGRAMS_PER_SM=pps)
+        "NUM_PROGRAMS": num_programs(programs_per_sm(p, persistent_grid)),
+    })
 
 
 PARAMS = {

@@ -17,6 +17,8 @@ from typing import Any, Callable
 
 import torch
 
+from kernelsearch.evaluators.family import FamilySpec
+
 FAMILIES_DIR = Path(__file__).parent / "families"
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
@@ -132,27 +134,38 @@ def load_source_module(source: str, name: str, filename: str | None = None) -> t
 
 
 def family_names() -> list[str]:
+    """The built-in families: the folders of evaluators/families/ with a spec.py."""
     return sorted(p.name for p in FAMILIES_DIR.iterdir() if (p / "spec.py").exists())
 
 
 def load_family(name: str) -> Problem:
+    """A built-in family as a Problem: its folder's reference.py, spec.py's SPEC (a FamilySpec), starter.py, and
+    the package itself (whose SPACE is the offline search space)."""
     if name not in family_names():
         raise ProblemError(f"unknown problem {name!r}: built-in families are {', '.join(family_names())}")
-    spec = importlib.import_module(f"kernelsearch.evaluators.families.{name}.spec")
+    folder = FAMILIES_DIR / name
+    try:
+        module = importlib.import_module(f"kernelsearch.evaluators.families.{name}.spec")
+    except (ValueError, TypeError) as err:   # FamilySpec's checks of what the spec declares
+        raise ProblemError(f"family {name!r}: spec.py: {err}") from None
+    spec = getattr(module, "SPEC", None)
+    if not isinstance(spec, FamilySpec):
+        raise ProblemError(f"family {name!r}: spec.py's SPEC is {type(spec).__name__}, not a FamilySpec(...)")
+    if not (folder / "starter.py").is_file():
+        raise ProblemError(f"family {name!r}: no starter.py in {folder}")
     package = importlib.import_module(f"kernelsearch.evaluators.families.{name}")
-    source = (FAMILIES_DIR / name / "reference.py").read_text()
     return Problem(
         name=name,
-        reference_source=source,
-        cases=list(spec.CASES),
-        tolerances={**DEFAULT_TOLERANCES, **getattr(spec, "TOLERANCES", {})},
+        reference_source=(folder / "reference.py").read_text(),
+        cases=list(spec.cases),
+        tolerances={**DEFAULT_TOLERANCES, **spec.tolerances},
         make_inputs=spec.make_inputs,
         init_inputs=spec.init_inputs,
-        flops=getattr(spec, "flops", None),
-        bytes_moved=getattr(spec, "bytes_moved", None),
-        starter_source=getattr(package, "STARTER", None),
-        stability=tuple(getattr(spec, "STABILITY", ("large", "tiny", "mixed", "equal"))),
-        stability_tolerances=dict(getattr(spec, "STABILITY_TOLERANCES", {})),
+        flops=spec.flops,
+        bytes_moved=spec.bytes_moved,
+        starter_source=(folder / "starter.py").read_text(),
+        stability=tuple(spec.stability),
+        stability_tolerances=dict(spec.stability_tolerances),
         family=package,
         ref={"builtin": name},
     )

@@ -39,8 +39,12 @@ def fill(template: str, values: Mapping[str, Any]) -> str:
         indent, name = m.group(1), m.group(2)
         if name not in values:
             raise KeyError(f"template placeholder ${name} has no value")
-        text = textwrap.dedent(str(values[name]).strip("\n"))
-        return textwrap.indent(text, indent)
+        lines = str(values[name]).split("\n")
+        while lines and not lines[0].strip():    # blank lines around a snippet are the template's to place
+            lines.pop(0)
+        while lines and not lines[-1].strip():
+            lines.pop()
+        return textwrap.indent(textwrap.dedent("\n".join(lines)), indent)
 
     for _ in range(8):   # snippets inside snippets: a few levels at most
         pasted = _ALONE.sub(paste, template)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from kernelsearch.evaluators.family import FamilySpec
 from kernelsearch.evaluators.problem import DTYPES, Case
 
 IGNORE_INDEX = -100
@@ -52,3 +53,7 @@ def flops(case: Case) -> float:
 def bytes_moved(case: Case) -> float:
     # the fewest bytes: read the logits once and the int64 targets once (the scalar out is nothing)
     return case.params["rows"] * case.params["vocab"] * DTYPES[case.dtype].itemsize + 8.0 * case.params["rows"]
+
+
+SPEC = FamilySpec(cases=CASES, tolerances=TOLERANCES, make_inputs=make_inputs, init_inputs=init_inputs,
+                  flops=flops, bytes_moved=bytes_moved)

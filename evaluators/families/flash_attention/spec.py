@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from kernelsearch.evaluators.family import FamilySpec
 from kernelsearch.evaluators.problem import DTYPES, Case
 
 _SHAPES = [
@@ -56,3 +57,7 @@ def bytes_moved(case: Case) -> float:
     # the fewest bytes: read q, k, v once, write o once
     p = case.params
     return 4.0 * p["batch"] * p["heads"] * p["seq"] * p["head_dim"] * DTYPES[case.dtype].itemsize
+
+
+SPEC = FamilySpec(cases=CASES, tolerances=TOLERANCES, make_inputs=make_inputs, init_inputs=init_inputs,
+                  flops=flops, bytes_moved=bytes_moved)

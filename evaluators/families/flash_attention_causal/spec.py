@@ -1,13 +1,11 @@
 """Attention (causal): the shapes, tolerances and counts of flash_attention, with the causal mask."""
 from __future__ import annotations
 
-from kernelsearch.evaluators.families.flash_attention.spec import (  # noqa: F401 - the spec interface
-    TOLERANCES,
-    bytes_moved,
-    cases,
-    flops,
-    init_inputs,
-    make_inputs,
-)
+import dataclasses
+
+from kernelsearch.evaluators.families.flash_attention.spec import SPEC as _FULL
+from kernelsearch.evaluators.families.flash_attention.spec import cases
 
 CASES = cases(causal=True)
+
+SPEC = dataclasses.replace(_FULL, cases=CASES)

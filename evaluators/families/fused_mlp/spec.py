@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from kernelsearch.evaluators.family import FamilySpec
 from kernelsearch.evaluators.problem import DTYPES, Case
 
 CASES = [
@@ -50,4 +51,5 @@ def bytes_moved(case: Case) -> float:
     return (2.0 * t * h + 3.0 * h * i) * DTYPES[case.dtype].itemsize
 
 
-
+SPEC = FamilySpec(cases=CASES, tolerances=TOLERANCES, make_inputs=make_inputs, init_inputs=init_inputs,
+                  flops=flops, bytes_moved=bytes_moved)

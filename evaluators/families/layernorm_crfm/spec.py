@@ -10,6 +10,7 @@ import math
 
 import torch
 
+from kernelsearch.evaluators.family import FamilySpec
 from kernelsearch.evaluators.problem import DTYPES, Case
 
 CASES = [
@@ -44,3 +45,7 @@ def bytes_moved(case: Case) -> float:
     # the fewest bytes: read x once, write y once, read the weight and bias once
     size = DTYPES[case.dtype].itemsize
     return (2.0 * math.prod(case.params["shape"]) + 2.0 * math.prod(case.params["shape"][1:])) * size
+
+
+SPEC = FamilySpec(cases=CASES, tolerances=TOLERANCES, make_inputs=make_inputs, init_inputs=init_inputs,
+                  flops=flops, bytes_moved=bytes_moved)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from kernelsearch.evaluators.family import FamilySpec
 from kernelsearch.evaluators.problem import DTYPES, Case
 
 CASES = [
@@ -46,3 +47,7 @@ def bytes_moved(case: Case) -> float:
     # the fewest bytes: read A and B once, write C once
     p = case.params
     return (p["m"] * p["k"] + p["k"] * p["n"] + p["m"] * p["n"]) * DTYPES[case.dtype].itemsize
+
+
+SPEC = FamilySpec(cases=CASES, tolerances=TOLERANCES, make_inputs=make_inputs, init_inputs=init_inputs,
+                  flops=flops, bytes_moved=bytes_moved)

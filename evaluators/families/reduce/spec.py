@@ -9,6 +9,7 @@ import math
 
 import torch
 
+from kernelsearch.evaluators.family import FamilySpec
 from kernelsearch.evaluators.problem import DTYPES, Case
 
 CASES = [
@@ -49,3 +50,7 @@ def bytes_moved(case: Case) -> float:
     # the fewest bytes: read x once, write one value per row
     n = math.prod(_shape(case))
     return (n + n / case.params["cols"]) * DTYPES[case.dtype].itemsize
+
+
+SPEC = FamilySpec(cases=CASES, tolerances=TOLERANCES, make_inputs=make_inputs, init_inputs=init_inputs,
+                  flops=flops, bytes_moved=bytes_moved)

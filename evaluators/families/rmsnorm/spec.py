@@ -5,6 +5,7 @@ import math
 
 import torch
 
+from kernelsearch.evaluators.family import FamilySpec
 from kernelsearch.evaluators.problem import DTYPES, Case
 
 EPS = 1e-6
@@ -47,3 +48,7 @@ def bytes_moved(case: Case) -> float:
     # the fewest bytes: read x once, write y once, read the weight once
     size = DTYPES[case.dtype].itemsize
     return 2.0 * math.prod(_shape(case)) * size + case.params["cols"] * size
+
+
+SPEC = FamilySpec(cases=CASES, tolerances=TOLERANCES, make_inputs=make_inputs, init_inputs=init_inputs,
+                  flops=flops, bytes_moved=bytes_moved)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from kernelsearch.evaluators.family import FamilySpec
 from kernelsearch.evaluators.problem import DTYPES, Case
 
 CASES = [
@@ -53,3 +54,7 @@ def bytes_moved(case: Case) -> float:
     # the fewest bytes: read x once, write the output once, read cos and sin once
     b, h, s, d = _dims(case)
     return (2.0 * b * h * s * d + 2.0 * s * d) * DTYPES[case.dtype].itemsize
+
+
+SPEC = FamilySpec(cases=CASES, tolerances=TOLERANCES, make_inputs=make_inputs, init_inputs=init_inputs,
+                  flops=flops, bytes_moved=bytes_moved)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+from kernelsearch.evaluators.family import FamilySpec
 from kernelsearch.evaluators.problem import DTYPES, Case
 
 CASES = [
@@ -38,3 +39,7 @@ def flops(case: Case) -> float:
 def bytes_moved(case: Case) -> float:
     # the fewest bytes: read the input once, write the output once
     return 2.0 * case.params["rows"] * case.params["cols"] * DTYPES[case.dtype].itemsize
+
+
+SPEC = FamilySpec(cases=CASES, tolerances=TOLERANCES, make_inputs=make_inputs, init_inputs=init_inputs,
+                  flops=flops, bytes_moved=bytes_moved)

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 
 from kernelsearch.agent.base import ChatReply, ChatRequest, Provider
 from kernelsearch.agent.errors import ProviderError
-from kernelsearch.config import LLMConfig, Price
+from kernelsearch.agent.settings import LLMConfig, Price
 
 _PER = 1_000_000
 

@@ -38,7 +38,7 @@ from typing import Any
 from kernelsearch.agent.base import ChatReply, ChatRequest, Message, Provider
 from kernelsearch.agent.errors import AuthError, BadRequestError, ProviderError
 from kernelsearch.agent.retry import Limiter, TransientError, with_retries
-from kernelsearch.config import LLMConfig
+from kernelsearch.agent.settings import LLMConfig
 
 log = logging.getLogger(__name__)
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}

@@ -5,6 +5,11 @@ parsing and recording paths are the ones a real provider uses. It reads the stru
 `ChatRequest.hints` instead of the prose: the family's search space (evaluators/families/<name>/space.py)
 gives the ideas (moves with their text) and the code (the template rendered at the idea's parameters).
 Deterministic for a given config seed, so a resumed run makes the choices it would have made.
+
+What it reads from the hints, besides the prompt's own task (problem, seeds, idea, branch): `seen_codes`, every
+kernel the run has written (an idea is not proposed again), and `earlier_codes`, the kernels of earlier rounds (a
+branch is not written again). Both are code, as any provider could be given; what they mean in the family's
+search space is worked out here.
 """
 from __future__ import annotations
 
@@ -51,8 +56,8 @@ class OfflineProvider:
         space = self._space(h["problem"])
         rng = random.Random(f"{self.seed}/ideas/{h.get('round', 0)}")
         # kernels are compared by what they render to, so a move that only sets a knob the seed's variant ignores
-        # is not proposed as if it were new
-        seen = {space.body(p) for p in h.get("seen_params", [])}
+        # is not proposed as if it were new; the run's kernels are read back into the space's parameters here
+        seen = {space.body(space.params_of(c)) for c in h.get("seen_codes", [])}
         per_seed: list[list[dict]] = []
         for seed in h["seeds"]:
             params = space.params_of(seed["code"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 from kernelsearch.agent.base import Provider
 from kernelsearch.agent.offline import OfflineProvider
 from kernelsearch.agent.replay import ReplayProvider
-from kernelsearch.config import LLMConfig
+from kernelsearch.agent.settings import LLMConfig
 
 
 def make_provider(cfg: LLMConfig, *, seed: int = 0) -> Provider:

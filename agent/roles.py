@@ -17,7 +17,7 @@ from kernelsearch.agent.base import ChatRequest, Message, Provider
 from kernelsearch.agent.cost import call_cost
 from kernelsearch.agent.errors import AuthError, ProviderError, ReplyError
 from kernelsearch.agent.parsing import extract_code, parse_ideas
-from kernelsearch.config import LLMConfig, Price
+from kernelsearch.agent.settings import LLMConfig, Price
 
 Recorder = Callable[[dict], int]
 

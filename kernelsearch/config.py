@@ -1,5 +1,8 @@
 """One typed config tree (pydantic, unknown keys rejected), loaded from YAML.
 
+The settings types live in the rooms that use them (agent/settings.py: `llm`, `ideas`, `code`, `prices`;
+search/settings.py: `search`, `budgets`, `targets`); `Config` composes them with the run's own keys.
+
 A bad key, a wrong type or a missing file is a `ConfigError` whose message is one line naming the key.
 """
 from __future__ import annotations
@@ -10,7 +13,8 @@ from typing import Literal, Optional
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-ProviderName = Literal["offline", "replay", "openai", "anthropic", "openai-compatible"]
+from kernelsearch.agent.settings import LLMConfig, Price, RoleOverride, effective
+from kernelsearch.search.settings import Budgets, SearchConfig, SearchSetup, Targets
 
 
 class ConfigError(Exception):
@@ -19,72 +23,6 @@ class ConfigError(Exception):
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class Price(_Strict):
-    """Dollars per million tokens."""
-
-    input: float = Field(ge=0)
-    output: float = Field(ge=0)
-
-
-class WeightedModel(_Strict):
-    model: str
-    weight: float = Field(default=1.0, gt=0)
-
-
-class LLMConfig(_Strict):
-    """The provider settings shared by both roles; `ideas:` and `code:` override any of them per role."""
-
-    provider: ProviderName = "offline"
-    model: Optional[str] = None                 # required for network providers
-    models: Optional[list[WeightedModel]] = None  # several models, picked per call by weight
-    base_url: Optional[str] = None              # openai-compatible servers (vLLM, SGLang, Ollama, ...)
-    api_key_env: Optional[str] = None           # the NAME of the environment variable holding the key
-    temperature: float = Field(default=0.7, ge=0, le=2)
-    max_tokens: int = Field(default=8192, gt=0)
-    timeout_s: float = Field(default=120.0, gt=0)
-    max_retries: int = Field(default=5, ge=0)
-    retry_cap_s: float = Field(default=60.0, gt=0)
-    requests_per_minute: Optional[float] = Field(default=None, gt=0)
-    max_in_flight: int = Field(default=8, gt=0)
-    replay_file: Optional[Path] = None          # provider: replay
-
-
-class RoleOverride(_Strict):
-    provider: Optional[ProviderName] = None
-    model: Optional[str] = None
-    models: Optional[list[WeightedModel]] = None
-    base_url: Optional[str] = None
-    api_key_env: Optional[str] = None
-    temperature: Optional[float] = Field(default=None, ge=0, le=2)
-    max_tokens: Optional[int] = Field(default=None, gt=0)
-    timeout_s: Optional[float] = Field(default=None, gt=0)
-    max_retries: Optional[int] = Field(default=None, ge=0)
-    requests_per_minute: Optional[float] = Field(default=None, gt=0)
-    max_in_flight: Optional[int] = Field(default=None, gt=0)
-    replay_file: Optional[Path] = None
-
-
-class SearchConfig(_Strict):
-    rounds: int = Field(default=3, ge=1)
-    ideas_per_round: int = Field(default=4, ge=1)
-    branches_per_idea: int = Field(default=2, ge=1)
-    seeds_per_round: int = Field(default=2, ge=1)
-    concurrency: int = Field(default=2, ge=1)   # candidates evaluated at once
-    seed: int = 0                               # the offline provider's RNG and branch picks
-
-
-class Budgets(_Strict):
-    evaluations: Optional[int] = Field(default=None, gt=0)
-    tokens: Optional[int] = Field(default=None, gt=0)
-    dollars: Optional[float] = Field(default=None, gt=0)
-    wall_time_s: Optional[float] = Field(default=None, gt=0)
-
-
-class Targets(_Strict):
-    speedup: Optional[float] = Field(default=None, gt=0)
-    roofline_fraction: Optional[float] = Field(default=None, gt=0, le=1)
 
 
 class EvaluationConfig(_Strict):
@@ -154,8 +92,13 @@ class Config(_Strict):
 
     def role(self, role: str) -> LLMConfig:
         """The effective LLM settings of a role: `llm` with the role's overrides on top."""
-        over = getattr(self, role).model_dump(exclude_none=True)
-        return self.llm.model_copy(update=over)
+        return effective(self.llm, getattr(self, role))
+
+    def search_setup(self) -> SearchSetup:
+        """What the controller is given: the problem, the search's settings, each role's settings, the prices."""
+        return SearchSetup(problem=self.problem, starter=self.starter, search=self.search, budgets=self.budgets,
+                           targets=self.targets, ideas=self.role("ideas"), code=self.role("code"),
+                           prices=self.prices)
 
 
 def _format_error(err: ValidationError, source: str) -> str:

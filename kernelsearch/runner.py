@@ -172,7 +172,7 @@ def _extend(s, run: Run, raw: dict, evaluations: int | None, wall_time_s: float 
 
 
 def _drive(cfg: Config, engine, run_id: int, pool: EvaluatorPool, console: Console, name: str) -> str:
-    controller = Controller(cfg, engine, run_id, pool, events=Progress(console, engine, run_id))
+    controller = Controller(cfg.search_setup(), engine, run_id, pool, events=Progress(console, engine, run_id))
     try:
         return asyncio.run(controller.run())
     except AuthError as err:

@@ -7,6 +7,7 @@ branches still to write are written, kernels with no evaluation are evaluated, t
 """
 from __future__ import annotations
 
+import ast
 import asyncio
 import hashlib
 import json
@@ -14,18 +15,18 @@ import time
 from typing import Callable
 
 from sqlalchemy.engine import Engine
-from sqlmodel import select
+from sqlmodel import Session
 
 from kernelsearch.agent.errors import AuthError
 from kernelsearch.agent.providers import make_provider
 from kernelsearch.agent.roles import Coder, IdeaWriter, SeedView
-from kernelsearch.config import Config
 from kernelsearch.evaluators.problem import load_problem
+from kernelsearch.evaluators.static import kernel_language
 from kernelsearch.sandbox.pool import EvaluatorPool
 from kernelsearch.search.seeds import Scored, pick_seeds
-from kernelsearch.store import Evaluation, Idea, Kernel, LLMCall, Run, session_scope
-from kernelsearch.store.models import utcnow
-from kernelsearch.store.queries import kernel_count, last_round, usage
+from kernelsearch.search.settings import SearchSetup
+from kernelsearch.store import Evaluation, Idea, session_scope
+from kernelsearch.store import queries as q
 
 EventSink = Callable[[str, dict], None]
 EVAL_COLUMNS = ("status", "reason", "error_text", "stage", "time_ms", "ref_time_ms", "compile_ref_time_ms",
@@ -35,6 +36,16 @@ EVAL_COLUMNS = ("status", "reason", "error_text", "stage", "time_ms", "ref_time_
 
 def code_hash(code: str) -> str:
     return hashlib.sha256(code.strip().encode()).hexdigest()[:16]
+
+
+def language_of(code: str) -> str:
+    """The kernel's language as the static check reads its source: "triton" or "cuda". Source that does not parse,
+    or has no kernel of its own, is stored as "triton", the column's default (its evaluation rejects it)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return "triton"
+    return kernel_language(tree) or "triton"
 
 
 def describe_result(ev: Evaluation | None) -> str:
@@ -51,58 +62,55 @@ def describe_result(ev: Evaluation | None) -> str:
 
 
 class Controller:
-    def __init__(self, config: Config, engine: Engine, run_id: int, pool: EvaluatorPool,
+    def __init__(self, setup: SearchSetup, engine: Engine, run_id: int, pool: EvaluatorPool,
                  events: EventSink | None = None):
-        self.cfg = config
+        self.setup = setup
         self.engine = engine
         self.run_id = run_id
         self.pool = pool
         self.emit = events or (lambda kind, data: None)
-        self.problem = load_problem(config.problem)   # the trusted reference only; candidates never load here
-        prices = config.prices
-        ideas_cfg, code_cfg = config.role("ideas"), config.role("code")
-        self.idea_writer = IdeaWriter(make_provider(ideas_cfg, seed=config.search.seed), ideas_cfg, prices,
+        self.problem = load_problem(setup.problem)   # the trusted reference only; candidates never load here
+        seed = setup.search.seed
+        self.idea_writer = IdeaWriter(make_provider(setup.ideas, seed=seed), setup.ideas, setup.prices,
                                       self._record_call)
-        self.coder = Coder(make_provider(code_cfg, seed=config.search.seed), code_cfg, prices, self._record_call)
+        self.coder = Coder(make_provider(setup.code, seed=seed), setup.code, setup.prices, self._record_call)
         self.stop_reason: str | None = None
         self._t0 = time.monotonic()
         with session_scope(engine) as s:
-            self._elapsed_base = s.get(Run, run_id).elapsed_s
+            self._elapsed_base = q.run_elapsed(s, run_id)
 
     # -- store helpers --------------------------------------------------------------------------------------
     def _record_call(self, row: dict) -> int:
         with session_scope(self.engine) as s:
-            call = LLMCall(run_id=self.run_id, **row)
-            s.add(call)
-            s.flush()
-            return call.id
+            return q.add_llm_call(s, self.run_id, row)
+
+    def _add_kernel(self, s: Session, code: str, **fields) -> int:
+        """Store a kernel with what its code decides: its hash, and its language as the static check reads it."""
+        return q.add_kernel(s, self.run_id, code=code, code_hash=code_hash(code), language=language_of(code),
+                            **fields)
 
     def _elapsed(self) -> float:
         return self._elapsed_base + time.monotonic() - self._t0
 
     def _usage(self) -> tuple[int, float]:
         with session_scope(self.engine) as s:
-            return usage(s, self.run_id)
+            return q.usage(s, self.run_id)
 
     def _kernel_count(self) -> int:
         with session_scope(self.engine) as s:
-            return kernel_count(s, self.run_id)
+            return q.kernel_count(s, self.run_id)
 
     def _best(self) -> Evaluation | None:
         with session_scope(self.engine) as s:
-            return s.exec(select(Evaluation).join(Kernel).where(Kernel.run_id == self.run_id,
-                                                                Evaluation.status == "ok")
-                          .order_by(Evaluation.speedup.desc())).first()
+            return q.best_evaluation(s, self.run_id)
 
     def _save_progress(self) -> None:
         with session_scope(self.engine) as s:
-            run = s.get(Run, self.run_id)
-            run.elapsed_s = self._elapsed()
-            s.add(run)
+            q.save_elapsed(s, self.run_id, self._elapsed())
 
     # -- stop rules -----------------------------------------------------------------------------------------
     def _check_budgets(self) -> str | None:
-        b = self.cfg.budgets
+        b = self.setup.budgets
         if self.stop_reason:
             return self.stop_reason
         if self._wall_time_spent():
@@ -142,7 +150,7 @@ class Controller:
             self.stop_reason = stop
 
     def _wall_time_spent(self) -> bool:
-        wall = self.cfg.budgets.wall_time_s
+        wall = self.setup.budgets.wall_time_s
         return bool(wall and self._elapsed() >= wall)
 
     def _may_start(self) -> bool:
@@ -152,7 +160,7 @@ class Controller:
         return not (self.stop_reason or self._wall_time_spent())
 
     def _check_targets_only(self) -> str | None:
-        t = self.cfg.targets
+        t = self.setup.targets
         if not (t.speedup or t.roofline_fraction):
             return None
         best = self._best()
@@ -166,8 +174,7 @@ class Controller:
 
     async def _evaluate_queued(self) -> None:
         with session_scope(self.engine) as s:
-            queued = s.exec(select(Kernel).where(Kernel.run_id == self.run_id)
-                            .where(~Kernel.id.in_(select(Evaluation.kernel_id)))).all()
+            queued = q.queued_kernels(s, self.run_id)
         if queued:
             self.emit("queued", {"n": len(queued)})
             await asyncio.gather(*(self._evaluate(k.id, k.code) for k in queued))
@@ -175,20 +182,19 @@ class Controller:
     # -- rounds ---------------------------------------------------------------------------------------------
     def _ensure_starter(self) -> None:
         with session_scope(self.engine) as s:
-            if s.exec(select(Kernel.id).where(Kernel.run_id == self.run_id)).first() is not None:
+            if q.first_kernel(s, self.run_id) is not None:
                 return
-            code = self.cfg.starter.read_text() if self.cfg.starter else self.problem.starter_source
-            s.add(Kernel(run_id=self.run_id, round=0, code=code, code_hash=code_hash(code)))
+            code = self.setup.starter.read_text() if self.setup.starter else self.problem.starter_source
+            self._add_kernel(s, code, round=0)
 
     def _seeds(self) -> list[SeedView]:
         with session_scope(self.engine) as s:
-            rows = s.exec(select(Kernel, Evaluation).join(Evaluation, Evaluation.kernel_id == Kernel.id)
-                          .where(Kernel.run_id == self.run_id, Evaluation.status == "ok")).all()
+            rows = q.correct_kernels(s, self.run_id)
             scored = [Scored(k.id, k.idea_id, ev.speedup or 0.0) for k, ev in rows]
-            chosen = pick_seeds(scored, self.cfg.search.seeds_per_round)
+            chosen = pick_seeds(scored, self.setup.search.seeds_per_round)
             if not chosen:   # nothing correct yet: seed from the starter, failures and all
-                k = s.exec(select(Kernel).where(Kernel.run_id == self.run_id).order_by(Kernel.id)).first()
-                ev = s.exec(select(Evaluation).where(Evaluation.kernel_id == k.id)).first()
+                k = q.first_kernel(s, self.run_id)
+                ev = q.get_evaluation(s, k.id)
                 return [SeedView(k.id, k.code, describe_result(ev))]
             by_id = {k.id: (k, ev) for k, ev in rows}
             return [SeedView(c.kernel_id, by_id[c.kernel_id][0].code, describe_result(by_id[c.kernel_id][1]))
@@ -196,15 +202,9 @@ class Controller:
 
     def _tried(self) -> list[str]:
         with session_scope(self.engine) as s:
-            ideas = s.exec(select(Idea).where(Idea.run_id == self.run_id).order_by(Idea.id)).all()
-            rows = s.exec(select(Kernel.idea_id, Evaluation).join(Evaluation, Evaluation.kernel_id == Kernel.id)
-                          .where(Kernel.run_id == self.run_id)).all()
-        by_idea: dict[int, list[Evaluation]] = {}
-        for idea_id, ev in rows:
-            by_idea.setdefault(idea_id, []).append(ev)
+            tried = q.ideas_with_evaluations(s, self.run_id)
         out = []
-        for idea in ideas:
-            evs = by_idea.get(idea.id, [])
+        for idea, evs in tried:
             ok = [e for e in evs if e.status == "ok"]
             if ok:
                 best = max(ok, key=lambda e: e.speedup or 0)
@@ -218,13 +218,11 @@ class Controller:
 
     def _codes(self, before_round: int | None = None) -> list[str]:
         """The run's kernels, or only those of rounds before `before_round`."""
-        q = select(Kernel.code).where(Kernel.run_id == self.run_id)
-        if before_round is not None:
-            q = q.where(Kernel.round < before_round)
         with session_scope(self.engine) as s:
-            return list(s.exec(q).all())
+            return q.run_codes(s, self.run_id, before_round)
 
     def _hints(self) -> dict:
+        """The idea writer's structured hints: every kernel the run has written, which an idea need not redo."""
         return {"problem": self.problem.ref, "seen_codes": self._codes()}
 
     def _code_hints(self, rnd: int) -> dict:
@@ -234,13 +232,13 @@ class Controller:
 
     def _last_round(self) -> int:
         with session_scope(self.engine) as s:
-            return last_round(s, self.run_id)
+            return q.last_round(s, self.run_id)
 
     def _device_label(self) -> str:
-        return "cpu-interpreter" if self.pool.s.mode == "cpu" else "cuda"
+        return "cpu-interpreter" if self.pool.mode == "cpu" else "cuda"
 
     def _timed_case(self) -> str:
-        case = self.problem.timed_case if self.pool.s.mode == "cuda" else self.problem.cpu_timed_case()
+        case = self.problem.timed_case if self.pool.mode == "cuda" else self.problem.cpu_timed_case()
         return case.describe()
 
     async def _propose(self, rnd: int) -> None:
@@ -248,9 +246,7 @@ class Controller:
         hints = self._hints()
         hints["seeds"] = [{"kernel_id": sd.kernel_id, "code": sd.code} for sd in seeds]
         hints["round"] = rnd
-        space = getattr(self.problem.family, "SPACE", None)
-        hints["seen_params"] = [space.params_of(c) for c in hints.pop("seen_codes")] if space else []
-        n = self.cfg.search.ideas_per_round
+        n = self.setup.search.ideas_per_round
         self.emit("round", {"round": rnd, "seeds": [sd.kernel_id for sd in seeds]})
         ideas, call_id, err = await self.idea_writer.propose(
             problem=self.problem.name, reference=self.problem.reference_source, timed_case=self._timed_case(),
@@ -259,19 +255,18 @@ class Controller:
             self.emit("llm_error", {"role": "ideas", "error": err})
         with session_scope(self.engine) as s:
             for idea in ideas:
-                s.add(Idea(run_id=self.run_id, round=rnd, parent_kernel_id=idea.seed_kernel_id, title=idea.title,
+                q.add_idea(s, self.run_id, round=rnd, parent_kernel_id=idea.seed_kernel_id, title=idea.title,
                            text=idea.description, meta_json=json.dumps(idea.meta), llm_call_id=call_id,
-                           branches_wanted=self.cfg.search.branches_per_idea))
+                           branches_wanted=self.setup.search.branches_per_idea)
         self.emit("ideas", {"round": rnd, "n": len(ideas), "titles": [i.title for i in ideas]})
 
     async def _code_and_evaluate(self, idea: Idea, branch: int) -> None:
         if self._check_budgets():
             return
         with session_scope(self.engine) as s:
-            seed_k = s.get(Kernel, idea.parent_kernel_id) if idea.parent_kernel_id else None
-            seed_ev = s.exec(select(Evaluation).where(Evaluation.kernel_id == seed_k.id)).first() if seed_k else None
-            siblings = s.exec(select(Evaluation).join(Kernel).where(Kernel.idea_id == idea.id,
-                                                                    Evaluation.status != "ok")).all()
+            seed_k = q.get_kernel(s, idea.parent_kernel_id) if idea.parent_kernel_id else None
+            seed_ev = q.get_evaluation(s, seed_k.id) if seed_k else None
+            siblings = q.failed_evaluations_of_idea(s, idea.id)
         seed_code = seed_k.code if seed_k else (self.problem.starter_source or "")
         out = await self.coder.write(
             problem=self.problem.name, reference=self.problem.reference_source, timed_case=self._timed_case(),
@@ -284,27 +279,21 @@ class Controller:
             return
         h = code_hash(out.code)
         with session_scope(self.engine) as s:
-            if s.exec(select(Kernel.id).where(Kernel.run_id == self.run_id, Kernel.code_hash == h)).first():
+            if q.kernel_with_hash(s, self.run_id, h):
                 self.emit("duplicate", {"idea_id": idea.id, "branch": branch})
                 return
-            b = self.cfg.budgets.evaluations
-            if b and kernel_count(s, self.run_id) >= b:
+            b = self.setup.budgets.evaluations
+            if b and q.kernel_count(s, self.run_id) >= b:
                 return
-            k = Kernel(run_id=self.run_id, idea_id=idea.id, parent_kernel_id=idea.parent_kernel_id,
-                       round=idea.round, branch=branch, code=out.code, code_hash=h, llm_call_id=out.llm_call_id,
-                       language="cuda" if "load_inline" in out.code else "triton")
-            s.add(k)
-            s.flush()
-            kid = k.id
+            kid = self._add_kernel(s, out.code, idea_id=idea.id, parent_kernel_id=idea.parent_kernel_id,
+                                   round=idea.round, branch=branch, llm_call_id=out.llm_call_id)
         await self._evaluate(kid, out.code)
 
     async def _complete_round(self, rnd: int) -> None:
         """Write every missing branch of the round's open ideas and evaluate what is queued."""
         with session_scope(self.engine) as s:
-            ideas = s.exec(select(Idea).where(Idea.run_id == self.run_id, Idea.round == rnd,
-                                              Idea.status == "open")).all()
-            have = {(i, b) for i, b in s.exec(select(Kernel.idea_id, Kernel.branch)
-                                              .where(Kernel.run_id == self.run_id, Kernel.round == rnd)).all()}
+            ideas = q.open_ideas(s, self.run_id, rnd)
+            have = q.branches_written(s, self.run_id, rnd)
         tasks = []
         for idea in ideas:
             for b in range(idea.branches_wanted):
@@ -313,19 +302,14 @@ class Controller:
         await asyncio.gather(self._evaluate_queued(), *tasks)
         if not self._check_budgets():
             with session_scope(self.engine) as s:
-                for idea in ideas:
-                    idea.status = "coded"
-                    s.add(idea)
+                q.mark_ideas_coded(s, [idea.id for idea in ideas])
 
     async def run(self) -> str:
         try:
             return await self._run()
         except AuthError:
             with session_scope(self.engine) as s:
-                run = s.get(Run, self.run_id)
-                run.status, run.stop_reason = "interrupted", "auth_error"
-                run.elapsed_s = self._elapsed()
-                s.add(run)
+                q.interrupt_run(s, self.run_id, "auth_error", self._elapsed())
             raise
 
     async def _run(self) -> str:
@@ -338,7 +322,7 @@ class Controller:
             reason = self._check_budgets()
             if reason:
                 break
-            if rnd >= self.cfg.search.rounds:
+            if rnd >= self.setup.search.rounds:
                 reason = "rounds_done"
                 break
             rnd += 1
@@ -346,9 +330,6 @@ class Controller:
             await self._complete_round(rnd)
         self.stop_reason = reason
         with session_scope(self.engine) as s:
-            run = s.get(Run, self.run_id)
-            run.status, run.stop_reason, run.finished_at = "finished", reason, utcnow()
-            run.elapsed_s = self._elapsed()
-            s.add(run)
+            q.finish_run(s, self.run_id, reason, self._elapsed())
         self.emit("finished", {"reason": reason})
         return reason

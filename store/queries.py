@@ -1,7 +1,9 @@
-"""Read queries over the store, used by the CLI's views (and reusable by the controller).
+"""Queries over the store: the reads of the CLI's views, and the reads and writes of the search controller.
 
-Every function takes an open `Session` and only reads. They load whole runs in a handful of queries (never one
-per kernel), so a 10,000-kernel run is read in well under a second.
+Every function takes an open `Session`. The module is past 500 lines on purpose: the views and the controller
+share its helpers (usage, kernel_count, last_round), and what reads or writes a table is found in one file.
+The views' queries only read; they load whole runs in a handful of queries (never one per kernel), so a
+10,000-kernel run is read in well under a second.
 
 Tree semantics: a Kernel with `idea_id` None is a round-0 seed (the starter); an Idea hangs under the kernel it
 came from (`Idea.parent_kernel_id`); the Kernels of an Idea are its branches. A Kernel without an Evaluation is
@@ -14,10 +16,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Iterable, Optional
 
-from sqlalchemy import case, func
+from sqlalchemy import case, func, update
 from sqlmodel import Session, select
 
-from kernelsearch.store.models import Evaluation, Idea, Kernel, LLMCall, Run
+from kernelsearch.store.models import Evaluation, Idea, Kernel, LLMCall, Run, utcnow
 
 QUEUED = "queued"                 # the state of a kernel that has no evaluation yet
 STATUSES = ("ok", "compile_error", "incorrect", "timeout", "crash", "rejected")
@@ -497,3 +499,130 @@ def kernel_count(session: Session, run_id: int) -> int:
 def last_round(session: Session, run_id: int) -> int:
     """The highest round the run has written ideas for; 0 before the first."""
     return session.exec(select(func.coalesce(func.max(Idea.round), 0)).where(Idea.run_id == run_id)).one()
+
+
+# -- the controller's reads and writes ------------------------------------------------------------------------
+# The search controller decides; these read and write for it. Each takes the controller's open session, so
+# what it groups into one unit of work (a duplicate check, the budget check and the insert) stays one.
+def run_elapsed(session: Session, run_id: int) -> float:
+    """Wall time the run has spent running so far, summed over resumes."""
+    return session.get(Run, run_id).elapsed_s
+
+
+def save_elapsed(session: Session, run_id: int, elapsed_s: float) -> None:
+    run = session.get(Run, run_id)
+    run.elapsed_s = elapsed_s
+    session.add(run)
+
+
+def finish_run(session: Session, run_id: int, stop_reason: str, elapsed_s: float) -> None:
+    run = session.get(Run, run_id)
+    run.status, run.stop_reason, run.finished_at = "finished", stop_reason, utcnow()
+    run.elapsed_s = elapsed_s
+    session.add(run)
+
+
+def interrupt_run(session: Session, run_id: int, stop_reason: str, elapsed_s: float) -> None:
+    run = session.get(Run, run_id)
+    run.status, run.stop_reason = "interrupted", stop_reason
+    run.elapsed_s = elapsed_s
+    session.add(run)
+
+
+def add_llm_call(session: Session, run_id: int, row: dict) -> int:
+    """Store one LLM call (`row`: the LLMCall columns but the run); returns its id."""
+    call = LLMCall(run_id=run_id, **row)
+    session.add(call)
+    session.flush()
+    return call.id
+
+
+def add_idea(session: Session, run_id: int, *, round: int, parent_kernel_id: Optional[int], title: str, text: str,
+             meta_json: str, llm_call_id: Optional[int], branches_wanted: int) -> int:
+    idea = Idea(run_id=run_id, round=round, parent_kernel_id=parent_kernel_id, title=title, text=text,
+                meta_json=meta_json, llm_call_id=llm_call_id, branches_wanted=branches_wanted)
+    session.add(idea)
+    session.flush()
+    return idea.id
+
+
+def add_kernel(session: Session, run_id: int, *, code: str, code_hash: str, language: str, round: int = 0,
+               idea_id: Optional[int] = None, parent_kernel_id: Optional[int] = None, branch: int = 0,
+               llm_call_id: Optional[int] = None) -> int:
+    kernel = Kernel(run_id=run_id, idea_id=idea_id, parent_kernel_id=parent_kernel_id, round=round, branch=branch,
+                    code=code, code_hash=code_hash, language=language, llm_call_id=llm_call_id)
+    session.add(kernel)
+    session.flush()
+    return kernel.id
+
+
+def best_evaluation(session: Session, run_id: int) -> Optional[Evaluation]:
+    """The correct evaluation with the highest speedup over eager, or None."""
+    return session.exec(select(Evaluation).join(Kernel).where(Kernel.run_id == run_id, Evaluation.status == "ok")
+                        .order_by(Evaluation.speedup.desc())).first()
+
+
+def first_kernel(session: Session, run_id: int) -> Optional[Kernel]:
+    """The run's first kernel (its round-0 starter), or None before it is stored."""
+    return session.exec(select(Kernel).where(Kernel.run_id == run_id).order_by(Kernel.id)).first()
+
+
+def queued_kernels(session: Session, run_id: int) -> list[Kernel]:
+    """The run's kernels that have no evaluation yet."""
+    return list(session.exec(select(Kernel).where(Kernel.run_id == run_id)
+                             .where(~Kernel.id.in_(select(Evaluation.kernel_id)))).all())
+
+
+def correct_kernels(session: Session, run_id: int) -> list[tuple[Kernel, Evaluation]]:
+    """The run's kernels whose evaluation is ok, each with it."""
+    return list(session.exec(select(Kernel, Evaluation).join(Evaluation, Evaluation.kernel_id == Kernel.id)
+                             .where(Kernel.run_id == run_id, Evaluation.status == "ok")).all())
+
+
+def run_codes(session: Session, run_id: int, before_round: Optional[int] = None) -> list[str]:
+    """The code of the run's kernels, or only of those from rounds before `before_round`."""
+    q = select(Kernel.code).where(Kernel.run_id == run_id)
+    if before_round is not None:
+        q = q.where(Kernel.round < before_round)
+    return list(session.exec(q).all())
+
+
+def kernel_with_hash(session: Session, run_id: int, code_hash: str) -> Optional[int]:
+    """The id of a kernel of the run with this code hash, or None."""
+    return session.exec(select(Kernel.id).where(Kernel.run_id == run_id, Kernel.code_hash == code_hash)).first()
+
+
+def ideas_with_evaluations(session: Session, run_id: int) -> list[tuple[Idea, list[Evaluation]]]:
+    """Every idea of the run in the order written, with the evaluations of its branches."""
+    ideas = session.exec(select(Idea).where(Idea.run_id == run_id).order_by(Idea.id)).all()
+    by_idea: dict[Optional[int], list[Evaluation]] = defaultdict(list)
+    for idea_id, ev in session.exec(select(Kernel.idea_id, Evaluation)
+                                    .join(Evaluation, Evaluation.kernel_id == Kernel.id)
+                                    .where(Kernel.run_id == run_id)).all():
+        by_idea[idea_id].append(ev)
+    return [(idea, by_idea.get(idea.id, [])) for idea in ideas]
+
+
+def failed_evaluations_of_idea(session: Session, idea_id: int) -> list[Evaluation]:
+    """The evaluations of an idea's branches that are not ok."""
+    return list(session.exec(select(Evaluation).join(Kernel).where(Kernel.idea_id == idea_id,
+                                                                   Evaluation.status != "ok")).all())
+
+
+def open_ideas(session: Session, run_id: int, round: int) -> list[Idea]:
+    """The round's ideas with branches still to write."""
+    return list(session.exec(select(Idea).where(Idea.run_id == run_id, Idea.round == round,
+                                                Idea.status == "open")).all())
+
+
+def branches_written(session: Session, run_id: int, round: int) -> set[tuple[Optional[int], int]]:
+    """(idea id, branch) of every kernel the round has stored."""
+    return set(session.exec(select(Kernel.idea_id, Kernel.branch)
+                            .where(Kernel.run_id == run_id, Kernel.round == round)).all())
+
+
+def mark_ideas_coded(session: Session, idea_ids: Iterable[int]) -> None:
+    """Every branch of these ideas was attempted."""
+    ids = list(idea_ids)
+    if ids:
+        session.exec(update(Idea).where(Idea.id.in_(ids)).values(status="coded"))

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from kernelsearch.agent.cost import CallRecord, call_cost, role_models, unpriced_models
-from kernelsearch.config import Config, LLMConfig, Price, WeightedModel
+from kernelsearch.agent.settings import LLMConfig, Price, WeightedModel
+from kernelsearch.config import Config
 
 PRICES = {"claude-x": Price(input=3.0, output=15.0), "gpt-y": Price(input=1.25, output=10.0)}
 

@@ -23,7 +23,7 @@ from kernelsearch.agent.network import (
 )
 from kernelsearch.agent.parsing import extract_code, parse_ideas
 from kernelsearch.agent.retry import Limiter
-from kernelsearch.config import LLMConfig, Price, WeightedModel
+from kernelsearch.agent.settings import LLMConfig, Price, WeightedModel
 from tests.agent.loopback import Drop, Fail, LoopbackLLM, Reply
 
 APIS = ["openai", "openai-compatible", "anthropic"]

@@ -16,7 +16,7 @@ def _ask(role, hints):
 
 
 def test_ideas_are_distinct_and_of_different_kinds():
-    hints = {"problem": {"builtin": "softmax"}, "n": 4, "round": 1, "seen_params": [],
+    hints = {"problem": {"builtin": "softmax"}, "n": 4, "round": 1, "seen_codes": [],
              "seeds": [{"kernel_id": 1, "code": STARTER}]}
     reply = _ask("ideas", hints)
     ideas = parse_ideas(reply.text, min_ideas=4)
@@ -28,9 +28,10 @@ def test_ideas_are_distinct_and_of_different_kinds():
 
 def test_ideas_skip_what_was_already_tried():
     hints = {"problem": {"builtin": "softmax"}, "n": 50, "round": 1, "seeds": [{"kernel_id": 1, "code": STARTER}]}
-    everything = json.loads(_ask("ideas", {**hints, "seen_params": []}).text.split("```json\n")[1].split("```")[0])
+    everything = json.loads(_ask("ideas", {**hints, "seen_codes": []}).text.split("```json\n")[1].split("```")[0])
     tried = [i["params"] for i in everything["ideas"][:5]]
-    rest = json.loads(_ask("ideas", {**hints, "seen_params": tried}).text.split("```json\n")[1].split("```")[0])
+    seen = [SPACE.render(p) for p in tried]   # the run's kernels, as the controller gives them
+    rest = json.loads(_ask("ideas", {**hints, "seen_codes": seen}).text.split("```json\n")[1].split("```")[0])
     assert not any(i["params"] in tried for i in rest["ideas"])
 
 
@@ -64,7 +65,7 @@ def test_branches_are_distinct_kernels_not_just_distinct_parameters():
 
 
 def test_ideas_do_not_propose_a_move_that_renders_the_seed_again():
-    hints = {"problem": {"builtin": "softmax"}, "n": 50, "round": 1, "seen_params": [],
+    hints = {"problem": {"builtin": "softmax"}, "n": 50, "round": 1, "seen_codes": [],
              "seeds": [{"kernel_id": 1, "code": STARTER}]}
     raw = json.loads(_ask("ideas", hints).text.split("```json\n")[1].split("```")[0])["ideas"]
     bodies = [SPACE.body(i["params"]) for i in raw]

@@ -263,3 +263,15 @@ def test_a_finished_run_continues_only_with_a_larger_budget(tmp_path):
     assert _rows(db, "SELECT status, stop_reason FROM run") == [("finished", "budget_evaluations")]
     (stored,) = _rows(db, "SELECT config_json FROM run")[0]
     assert json.loads(stored)["budgets"]["evaluations"] == 4
+
+
+def test_kernel_language_is_the_static_checks_reading():
+    from kernelsearch.search.controller import language_of
+
+    cuda = ("import torch\nfrom torch.utils.cpp_extension import load_inline\n"
+            "ext = load_inline(name='k', cpp_sources='', cuda_sources='')\n")
+    assert language_of(cuda) == "cuda"
+    assert language_of(ONLINE) == "triton"
+    # a Triton kernel that only names load_inline in a comment is Triton (the old text guess said cuda)
+    assert language_of("# not load_inline\n" + ONLINE) == "triton"
+    assert language_of("def broken(:\n") == "triton"   # unparseable: the column's default; the checks reject it

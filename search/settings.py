@@ -1,0 +1,56 @@
+"""The search's settings: the shape of a round, when to stop, and what one controller is given.
+
+`SearchConfig`, `Budgets` and `Targets` are the `search:`, `budgets:` and `targets:` keys of the config file
+(kernelsearch/config.py composes them into the one config tree and loads YAML); unknown keys are rejected here.
+`SearchSetup` is everything the controller reads: those three, the problem and its starter, each role's
+effective LLM settings and the price table. The CLI builds it from its config (`Config.search_setup()`).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kernelsearch.agent.settings import LLMConfig, Price
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SearchConfig(_Strict):
+    rounds: int = Field(default=3, ge=1)
+    ideas_per_round: int = Field(default=4, ge=1)
+    branches_per_idea: int = Field(default=2, ge=1)
+    seeds_per_round: int = Field(default=2, ge=1)
+    concurrency: int = Field(default=2, ge=1)   # candidates evaluated at once
+    seed: int = 0                               # the offline provider's RNG and branch picks
+
+
+class Budgets(_Strict):
+    evaluations: Optional[int] = Field(default=None, gt=0)
+    tokens: Optional[int] = Field(default=None, gt=0)
+    dollars: Optional[float] = Field(default=None, gt=0)
+    wall_time_s: Optional[float] = Field(default=None, gt=0)
+
+
+class Targets(_Strict):
+    speedup: Optional[float] = Field(default=None, gt=0)
+    roofline_fraction: Optional[float] = Field(default=None, gt=0, le=1)
+
+
+@dataclass(frozen=True)
+class SearchSetup:
+    """What one controller is given to run a search (the evaluation settings travel with the pool)."""
+
+    problem: str                    # a built-in family (softmax) or a KernelBench .py file
+    starter: Optional[Path]         # a ModelNew file to start from; None: the family's own starter
+    search: SearchConfig
+    budgets: Budgets
+    targets: Targets
+    ideas: LLMConfig                # the idea writer's effective settings (llm: with ideas: on top)
+    code: LLMConfig                 # the coder's
+    prices: Mapping[str, Price]     # model name -> $ per million tokens in and out

@@ -1,4 +1,4 @@
-"""The command line: `kernelsearch run | resume | eval` here; the read-only views are in views.py."""
+"""The command line: `kernelsearch run | resume | eval` here; the read-only views are in views/."""
 from __future__ import annotations
 
 import asyncio
@@ -12,11 +12,11 @@ from rich.console import Console
 
 from kernelsearch import views
 from kernelsearch.config import ConfigError, load_config
+from kernelsearch.store import DEFAULT_DB
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="LLM-driven tree search for fast GPU kernels.")
 views.register(app)
 console = Console(highlight=False)
-DEFAULT_DB = Path("runs/kernelsearch.db")
 
 
 def _fail(msg: str) -> None:

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from kernelsearch.agent.settings import LLMConfig, Price, RoleOverride, effective
 from kernelsearch.search.settings import Budgets, SearchConfig, SearchSetup, Targets
+from kernelsearch.store import DEFAULT_DB
 
 
 class ConfigError(Exception):
@@ -42,7 +43,7 @@ class Config(_Strict):
     problem: str                                    # a built-in family (softmax) or a KernelBench .py file
     starter: Optional[Path] = None                  # a ModelNew file to start from (a family has its own)
     name: Optional[str] = None                      # the run's name; default: problem + time
-    store: Path = Path("runs/kernelsearch.db")
+    store: Path = DEFAULT_DB
     device: Literal["auto", "cpu", "cuda"] = "auto"
     llm: LLMConfig = LLMConfig()
     ideas: RoleOverride = RoleOverride()

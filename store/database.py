@@ -9,6 +9,8 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, SQLModel, create_engine
 
+DEFAULT_DB = Path("runs/kernelsearch.db")   # where a run is stored when neither the config nor --db names a file
+
 
 def open_store(path: str | Path, *, readonly: bool = False) -> Engine:
     """Open (creating if needed) the SQLite store at `path`. `sqlite://` gives an in-memory store."""

@@ -153,7 +153,7 @@ def _count_statements(engine, fn) -> int:
 
 def test_tree_and_report_cost_a_fixed_number_of_statements(engine, tmp_path):
     """A run of 9 kernels and one of 600 take the same statements: nothing is queried per kernel."""
-    from kernelsearch import views
+    from kernelsearch.views.report import build_report
 
     build = _bench_builder()
     big = open_store(tmp_path / "big.db")
@@ -165,7 +165,7 @@ def test_tree_and_report_cost_a_fixed_number_of_statements(engine, tmp_path):
             t = q.tree(session, run.id)
             assert len(t.kernels) >= 9
             q.run_stats(session, run.id)
-            views.build_report(session, run)
+            build_report(session, run)
         return fn
 
     small_n = _count_statements(engine, work("alpha"))

@@ -14,8 +14,9 @@ from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 from typer.testing import CliRunner
 
-from kernelsearch import views
 from kernelsearch.cli import app
+from kernelsearch.views.session import read_only_session
+from kernelsearch.views.tsv import TSV_COLUMNS
 from tests.views.known_store import (
     ALPHA_BEST_PATH,
     ALPHA_IDEA_OF,
@@ -246,7 +247,7 @@ def test_compare_two_runs(db):
 def test_export_tsv_has_autokernels_columns(db, tmp_path):
     out = ks("export-tsv", "alpha", "--db", db)
     rows = list(csv.reader(io.StringIO(out), delimiter="\t"))
-    assert tuple(rows[0]) == views.TSV_COLUMNS == (
+    assert tuple(rows[0]) == TSV_COLUMNS == (
         "experiment", "tag", "kernel_type", "throughput_tflops", "latency_us", "pct_peak", "speedup_vs_pytorch",
         "correctness", "peak_vram_mb", "description")
     body = [dict(zip(rows[0], r)) for r in rows[1:]]
@@ -367,7 +368,7 @@ def test_no_command_changes_the_store(db, tmp_path):
 
 
 def test_the_views_session_refuses_writes(db):
-    with views._session(db) as s:
+    with read_only_session(db) as s:
         assert s.execute(text("SELECT count(*) FROM kernel")).scalar() == 11
         with pytest.raises(OperationalError, match="readonly"):
             s.execute(text("DELETE FROM evaluation"))
@@ -388,7 +389,7 @@ def test_a_run_with_nothing_in_it_yet(tmp_path):
     assert _body(ks("tree", "empty", "--db", db)).strip() == "(the run has no kernels yet)"
     doc = json.loads(ks("tree", "empty", "--db", db, "--json"))
     assert doc["roots"] == [] and doc["best_kernel_id"] is None and doc["stats"]["evaluations"] == 0
-    assert ks("export-tsv", "empty", "--db", db).splitlines() == ["\t".join(views.TSV_COLUMNS)]
+    assert ks("export-tsv", "empty", "--db", db).splitlines() == ["\t".join(TSV_COLUMNS)]
     ks("report", "empty", "--db", db, "-o", tmp_path / "e.html")
     page = (tmp_path / "e.html").read_text()
     assert "no evaluations yet" in page and "the run has no kernels yet" in page and "no correct kernel yet" in page

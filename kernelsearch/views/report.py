@@ -1,18 +1,37 @@
-"""The report: one self-contained HTML page of a run (no network needed to open it): the collapsible tree,
-each kernel's code and results, inline SVG plots of best speedup against evaluations and wall time, per-round
-statistics and cost."""
+"""`kernelsearch report`: one self-contained HTML page of a run (no network needed to open it): the collapsible
+tree, each kernel's code and results, inline SVG plots of best speedup against evaluations and wall time,
+per-round statistics and cost."""
 from __future__ import annotations
 
 import html
 import json
 import math
-from typing import Any, Optional
+from pathlib import Path
+from typing import Annotated, Any, Optional
 
+import typer
 from sqlmodel import Session
 
-from kernelsearch import fmt
+from kernelsearch.store import DEFAULT_DB
 from kernelsearch.store import queries as q
 from kernelsearch.store.models import Run
+from kernelsearch.views import fmt
+from kernelsearch.views.session import DbOpt, find_run, read_only_session
+
+
+def report_cmd(
+    name: Annotated[str, typer.Argument(help="The run's name.")],
+    db: DbOpt = DEFAULT_DB,
+    out: Annotated[Path, typer.Option("-o", "--output", help="The HTML file to write.")] = Path("report.html"),
+) -> None:
+    """One self-contained HTML page (no network needed): collapsible tree, code, results, progress plots,
+    per-round statistics and cost."""
+    with read_only_session(db) as s:
+        run = find_run(s, name, db)
+        page = build_report(s, run)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding="utf-8")
+    typer.echo(f"wrote {out} ({len(page.encode()) / 1e6:.2f} MB)")
 
 
 def build_report(session: Session, run: Run) -> str:

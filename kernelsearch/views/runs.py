@@ -1,0 +1,33 @@
+"""`kernelsearch runs`: every run in the store, one row each."""
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from kernelsearch.store import DEFAULT_DB
+from kernelsearch.store import queries as q
+from kernelsearch.views import fmt
+from kernelsearch.views.paint import stdout_console
+from kernelsearch.views.session import DbOpt, read_only_session
+
+
+def runs_cmd(db: DbOpt = DEFAULT_DB) -> None:
+    """Every run in the store: status, rounds, evaluations, best speedup, tokens, cost, wall time."""
+    with read_only_session(db) as s:
+        runs = q.list_runs(s)
+        if not runs:
+            typer.echo(f"no runs in {db}")
+            return
+        table = Table(title=f"runs in {db}", title_justify="left", header_style="bold")
+        for col in ("name", "problem", "status", "stop reason", "rounds", "evaluations", "best",
+                    "tokens", "cost", "wall", "started"):
+            table.add_column(col, justify="right" if col in ("rounds", "tokens", "cost", "wall") else "left")
+        for run in runs:
+            st = q.run_stats(s, run.id)
+            best = "—" if st.best_speedup is None else f"{fmt.x(st.best_speedup)} k{st.best_kernel_id}"
+            if st.best_speedup is not None and st.timing_kinds == [fmt.CPU_KIND]:
+                best += " [cpu]"
+            table.add_row(run.name, run.problem, run.status, run.stop_reason or "—", str(st.rounds),
+                          fmt.by_status(st.by_status, st.queued), best, fmt.tokens(st.tokens), fmt.cost_of(st),
+                          fmt.dur(st.wall_s), fmt.when(run.started_at))
+        stdout_console().print(table)

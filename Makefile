@@ -10,7 +10,7 @@ NAME   := demo-$(shell date +%Y%m%d-%H%M%S)
 install: $(STAMP)
 
 # torch first, pinned: 2.13.0 is the CPU build on local disk (a bare `torch` would pull a CUDA build of GBs).
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0

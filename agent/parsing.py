@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 
 from kernelsearch.agent.errors import ReplyError
+from kernelsearch.evaluators.static import check_size
+from kernelsearch.evaluators.status import CandidateFailure
 
 # A fence opens with ``` (or more backticks) and an optional info string; it closes with the same backticks
 # alone on a line. Languages accepted as Python: python, py, python3.
@@ -97,6 +99,10 @@ def extract_code(text: str, *, finish_reason: str = "stop") -> str:
     code = blocks[-1][1].strip("\n")
     if not code.strip():
         raise ReplyError("the last ```python block is empty", kind="malformed")
+    try:   # the one place a coder's kernel is refused for its size: nothing over the cap is stored or evaluated
+        check_size(code + "\n")
+    except CandidateFailure as err:
+        raise ReplyError(f"the ```python block: {err.reason}", kind="malformed") from None
     return code + "\n"
 
 

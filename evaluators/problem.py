@@ -71,11 +71,25 @@ class Problem:
     # -- the reference module -------------------------------------------------------------------------------
     @property
     def module(self) -> types.ModuleType:
+        """The reference, executed once. A file that does not parse, raises while loading or lacks one of the
+        contract's names is a ProblemError of one line naming the file, never the loader's traceback."""
         if self._module is None:
-            self._module = load_source_module(self.reference_source, f"ks_reference_{self.name}")
+            name, filename = f"ks_reference_{self.name}", self.ref.get("file")
+            where = f"problem file {filename}" if filename else f"problem {self.name!r}"
+            try:
+                module = load_source_module(self.reference_source, name, filename=filename)
+            except SyntaxError as err:
+                sys.modules.pop(name, None)
+                raise ProblemError(f"{where}: syntax error at line {err.lineno}: {err.msg}") from None
+            except (Exception, SystemExit) as err:   # noqa: BLE001 - any failure of the file is the file's
+                sys.modules.pop(name, None)
+                raise ProblemError(f"{where}: loading it raised {describe_exception(err)}") from None
             for attr in ("Model", "get_inputs", "get_init_inputs"):
-                if not hasattr(self._module, attr):
-                    raise ProblemError(f"problem {self.name!r}: the reference defines no {attr}")
+                if not hasattr(module, attr):
+                    sys.modules.pop(name, None)
+                    raise ProblemError(f"{where}: the reference defines no {attr} (a problem defines Model, "
+                                       "get_inputs and get_init_inputs)")
+            self._module = module
         return self._module
 
     def build_inputs(self, case: Case, seed: int, device: str) -> list:
@@ -133,6 +147,30 @@ def load_source_module(source: str, name: str, filename: str | None = None) -> t
     return module
 
 
+def describe_exception(err: BaseException, limit: int = 300) -> str:
+    """`Type: first line of its message`, at most `limit` characters, whatever the exception carries (a message
+    that is not text, or a __str__ that itself raises, still gives a line)."""
+    try:
+        text = str(err)
+    except Exception:   # noqa: BLE001 - a broken __str__ is the exception's, not ours
+        text = "(its message cannot be printed)"
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    line = f"{type(err).__name__}: {first}" if first else type(err).__name__
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def _call_listing(fn: Callable[[], Any], what: str) -> list:
+    """Call a problem's get_inputs / get_init_inputs; anything it raises, or a result that is not a list of
+    inputs, is a ProblemError naming `what`."""
+    try:
+        values = fn()
+    except (Exception, SystemExit) as err:   # noqa: BLE001 - any failure of the file is the file's
+        raise ProblemError(f"{what} raised {describe_exception(err)}") from None
+    if not isinstance(values, (list, tuple)):
+        raise ProblemError(f"{what} returned {type(values).__name__}, not a list of inputs")
+    return list(values)
+
+
 def family_names() -> list[str]:
     """The built-in families: the folders of evaluators/families/ with a spec.py."""
     return sorted(p.name for p in FAMILIES_DIR.iterdir() if (p / "spec.py").exists())
@@ -176,10 +214,14 @@ def load_file(path: str | Path) -> Problem:
     p = Path(path).resolve()
     if not p.is_file():
         raise ProblemError(f"problem file not found: {p}")
-    source = p.read_text()
+    try:
+        source = p.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ProblemError(f"problem file {p}: cannot be read: {describe_exception(err)}") from None
     problem = Problem(name=p.stem, reference_source=source, cases=[], ref={"file": str(p)})
     torch.manual_seed(0)
-    sample = list(problem.module.get_inputs())
+    sample = _call_listing(problem.module.get_inputs, f"problem file {p}: get_inputs()")
+    _call_listing(problem.module.get_init_inputs, f"problem file {p}: get_init_inputs()")
     dtypes = [str(t.dtype).removeprefix("torch.") for t in sample if isinstance(t, torch.Tensor)]
     dtype = dtypes[0] if dtypes else "float32"
     problem.cases = [Case("default", {}, dtype=dtype, timed=True, cpu=True)]

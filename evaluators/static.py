@@ -20,8 +20,26 @@ def kernel_language(tree: ast.AST) -> str | None:
     return None
 
 
+MAX_SOURCE_BYTES = 1 << 20   # 1 MB: a kernel file is a few KB (the largest starter, flash_attention, is 9 KB)
+
+
+def check_size(source: str) -> None:
+    """Refuse a source that is not text, holds a NUL byte, or is over MAX_SOURCE_BYTES (UTF-8), before it is
+    parsed, stored or sent to a worker."""
+    if not isinstance(source, str):
+        raise CandidateFailure(Status.compile_error, f"source is {type(source).__name__}, not text",
+                               stage="static")
+    size = len(source.encode("utf-8", "surrogatepass"))
+    if size > MAX_SOURCE_BYTES:
+        raise CandidateFailure(Status.rejected, f"source is {size} bytes, over the 1 MB cap "
+                               f"({MAX_SOURCE_BYTES} bytes)", stage="static")
+    if "\x00" in source:
+        raise CandidateFailure(Status.compile_error, "source contains a NUL byte", stage="static")
+
+
 def check_source(source: str) -> str:
     """Return the kernel language, or raise CandidateFailure naming what is wrong."""
+    check_size(source)
     try:
         tree = ast.parse(source)
     except SyntaxError as err:

@@ -142,3 +142,20 @@ def test_refusal_heuristic_is_narrow():
     assert looks_like_refusal("I'm unable to assist with that.")
     assert not looks_like_refusal("I can make this faster by fusing the two passes.")
     assert not looks_like_refusal("The kernel can't use TMA on this GPU.")
+
+
+def test_code_over_the_size_cap_is_malformed_not_stored():
+    """A coder reply whose kernel is over 1 MB is refused here, the one place every coder kernel passes before
+    it is stored: the reply is recorded as malformed and the coder asked once more, as for any broken reply."""
+    from kernelsearch.evaluators.static import MAX_SOURCE_BYTES
+
+    body = "import torch\n" + "# pad\n" * ((MAX_SOURCE_BYTES - 13) // 6)
+    assert extract_code(f"```python\n{body}```\n") == body   # just under the cap: kept
+    big = body + "x = 1\n" * 10
+    with pytest.raises(ReplyError) as info:
+        extract_code(f"```python\n{big}```\n")
+    assert info.value.kind == "malformed"
+    assert str(info.value) == (f"the ```python block: source is {len(big.encode())} bytes, over the 1 MB cap "
+                               f"({MAX_SOURCE_BYTES} bytes)")
+    with pytest.raises(ReplyError, match="NUL byte"):
+        extract_code("```python\nclass ModelNew:\n    x = '\x00'\n```\n")

@@ -6,7 +6,8 @@ target's logit is one more element. `two_sweep` (max, then sum of exp) reads eac
 mostly from L2: a 32000-wide bf16 row is 64 KB). `split` cuts each row into SPLIT slices reduced by separate
 programs to (max, sum of exp) and merged in the final kernel: more programs when rows are few and wide
 (2048 x 128256), same bytes. Every variant writes 4 bytes of loss per row; the mean kernel reads them back
-with the targets (12 bytes a row) and divides by the number of targets not ignored.
+with the targets (12 bytes a row) and divides by the number of targets not ignored. How the starter was
+chosen, with the figures: NOTES.md.
 """
 from __future__ import annotations
 
@@ -326,13 +327,8 @@ PARAMS = {
     "SPLIT": [2, 4, 8, 16, 32],
 }
 
-# measured on an H200 (bf16 8192 x 32000, bench --sweep): online 4096/8 warps 0.195 ms, 2048/4 warps 0.183, with
-# exp2 0.177; per-lane online 0.236, two sweeps 0.259; Liger 0.38. 2026-12-03 (sleep-ahead timing): 2 stages
-# 0.178, 3 stages 0.160, 1 stage (this) 0.145 ms. 2026-12-04: `pipelined` (softmax's starter, a row in registers
-# and the next one loading) 0.210 ms with 32 warps, 0.199 with 16, vs 0.146 for this in the same call: softmax's
-# stores need no wait, but a read-only sweep is bound by the bytes in flight, and one program of 64 KB per SM
-# holds far fewer than this kernel's many 4-warp programs (0.21 ms is 2.5 TB/s). Kept as a move: it is a
-# different kernel, and the search should be able to see it lose.
+# the starter: one online sweep, 4-warp programs (NOTES.md; `pipelined`, softmax's starter, is slower here and
+# kept as a move, so the search can see it lose)
 DEFAULT = {"variant": "online", "BLOCK": 2048, "num_warps": 4, "num_stages": 1, "persistent": False,
            "programs_per_sm": 4, "exp2": True, "cache_hints": False, "SPLIT": 8}
 

@@ -17,10 +17,9 @@ needs the sequence-end mask (`EVEN_N`).
 - `longest_first` (causal): query blocks launch last-first, so the blocks that see the most keys start first
   and the tail of the grid holds short ones.
 fp32 inputs use input_precision="ieee" for both products (no TF32).
-Not in the space: Triton 3.6's warp specialisation of the key loop (`tl.range(..., warp_specialize=True)`). On
-sm_90 it partitions only 64-query tiles with 4 warps and one key loop; on the H200 (2026-12-03) those kernels were
-wrong on the timed case at 3 of 5 points (inf x tolerance, while the small cases passed) and 1.7-2x slower at
-the others (3.68-4.10 ms vs 2.18; causal 2.14-2.27 vs 1.11).
+Not in the space: Triton 3.6's warp specialisation of the key loop (`tl.range(..., warp_specialize=True)`), wrong
+at some points and slower at the others on the H200. That, and how the starters were chosen, with the figures:
+NOTES.md.
 """
 from __future__ import annotations
 
@@ -212,16 +211,7 @@ PARAMS = {
     "longest_first": [False, True],
 }
 
-# measured on an H200 (bf16 (4, 32, 4096, 128), bench --sweep, 2026-12-03): 128 x 128 tiles with 8 warps 2.20 ms
-# (causal 1.21), 128 x 64 2.37 (1.32), 64 x 64 with 4 warps (DEFAULT, the causal starter) 2.07 (1.11); SDPA 1.62
-# (causal 0.92)
-# full (non-causal) attention, 2026-12-03 sweep on the H200: 128 queries x 64 keys with 4 warps and 2 stages (250
-# registers, no spills, 98 KB of shared memory: two programs per SM) 1.99 ms vs 2.05-2.11 for 64 x 64 (SDPA 1.59);
-# causal: 1.12 vs 1.10, so the causal starter keeps 64 x 64
-# 2026-12-03 evening, the H200 search from that starter (exact-max softmax, full harness): 64 queries x 128 keys
-# with 4 warps and 1 stage (this) 1.879 ms vs SDPA 1.599 in the table (85 %), at its 9th evaluation; 128 x 64
-# with 3 stages 2.46, 8 warps 2.81 (sweep, starter 2.06 in the same call); its next search: 1.879 vs 1.603, 1/15.
-# Causal keeps 64 x 64: 1.120 vs 1.279 for 64 x 128 with 1 stage, 1.701 with 2
+# the starters (NOTES.md): full attention 64 queries x 128 keys, 1 stage; causal 64 x 64, 3 stages
 FULL_DEFAULT = {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "num_stages": 1}
 DEFAULT = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "split_diagonal": True, "tma": True,
            "longest_first": True}

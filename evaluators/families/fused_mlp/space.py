@@ -9,6 +9,7 @@ The work is 6 * T * H * I flops (spec.flops): 1.1e12 at the timed bf16 T=4096, H
 - `tma`: the operand tiles of both GEMMs arrive by TMA (needs 16-byte aligned rows; else pointer loads).
 nn.Linear stores weights as (out, in), so each weight tile is loaded K-contiguous ([BLOCK_N, BLOCK_K], fully
 coalesced) and transposed in shared memory for the dot. fp32 uses input_precision="ieee" (no TF32).
+How the starter was chosen, with the figures: NOTES.md.
 """
 from __future__ import annotations
 
@@ -233,9 +234,7 @@ PARAMS = {
     "tma": [False, True],
 }
 
-# measured on an H200 (bf16 4096 x 4096 x 11008, bench --sweep): pointer loads 1.69 ms, TMA 1.56, TMA with 4
-# gate/up stages 1.53, TMA with 128x128 down tiles 1.52; eager 1.51. 2026-12-03: 1.487 (128x128 down tiles),
-# 256x128 down tiles (this) 1.451, eager 1.510; the search from the 128x128 point found nothing faster in round 1
+# the starter: fused gate/up with TMA, 256 x 128 down tiles (NOTES.md)
 DEFAULT = {"variant": "fused", "gate_up_tile": "128x128x64", "gate_up_warps": 8, "gate_up_stages": 4,
            "down_tile": "256x128x64", "down_warps": 8, "down_stages": 3, "GROUP_M": 8, "tma": True}
 

@@ -13,12 +13,10 @@ weight and bias once; at the timed bf16 8192 x 4096, 134 MB, 32 us at 4.2 TB/s):
   are read once in all instead of once per row. x is read twice: 3 * n * size per row plus the affine once.
 - `coop` (layernorm_crfm only): a row cut into parts of PART columns held in registers, at most one part per
   SM, exchanging (mean, M2) through 64-bit atomic words as the cooperative softmax does: x read once, 2 * n *
-  size per row plus the affine (kept in L2 with cache hints). Compiled for sm_90 at the CRFM shape: 128 parts
-  of 32768 with 32 warps, 64 registers and 112 bytes of spills a thread. Timed on an H200 (2026-12-04): 0.369 ms
-  with cache hints, 0.379 without, vs 0.233 for `split` in the same call. One 1024-thread part per SM loads, then
-  waits for its row's 127 other parts, then stores: no SM overlaps its loads with a wait, and every row pays the
-  exchange; x read once does not make up for it. Correct on the GPU (GPU-only test, both part widths).
+  size per row plus the affine (kept in L2 with cache hints). Slower than `split` on an H200, a part's loads
+  idle while it waits for its row's other parts (../layernorm_crfm/NOTES.md); kept as a move.
 Never E[x^2] - E[x]^2: in fp32 it loses the variance when the mean is large (see wrong/).
+How the starter was chosen, with the figures: NOTES.md.
 """
 from __future__ import annotations
 
@@ -401,8 +399,7 @@ PARAMS = {
     "PART": [16384, 32768],
 }
 
-# measured on an H200 (bf16 8192 x 4096, bench --sweep): 1 row per program 0.046-0.051 ms, 2 rows 0.046, 2 rows
-# with cache hints 0.039; Liger 0.041
+# the starter: 2 rows a program in registers, with cache hints (NOTES.md)
 DEFAULT = {"variant": "single", "BLOCK": 2048, "ROWS": 2, "num_warps": 8, "num_stages": 2,
            "persistent": False, "programs_per_sm": 4, "cache_hints": True, "SPLIT_CHUNK": 65536,
            "APPLY_ROWS": 16, "PART": 32768}

@@ -4,7 +4,8 @@ per row; the `single` variant (a row in registers) cannot hold a 4M-element row 
 layernorm/space.py for the variants and their bytes.
 
 At the timed (16, 64, 256, 256) fp32 the split kernels move 3 x 268 MB of x and y plus 33 MB of weight and
-bias (0.2 ms at 4.2 TB/s): the statistics pass reads x, the apply pass reads it again and writes y.
+bias (0.2 ms at 4.2 TB/s): the statistics pass reads x, the apply pass reads it again and writes y. The
+starter's figures, and the `coop` variant's (timed slower): NOTES.md.
 """
 from kernelsearch.evaluators.families.layernorm.space import DEFAULT, make_space
 

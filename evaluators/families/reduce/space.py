@@ -5,7 +5,7 @@ Bytes: the floor is one read of x plus one value per row (spec.bytes_moved): at 
 ROWS rows whole in registers (one load, one tree reduction); `chunked` sweeps a ROWS x BLOCK tile along the
 rows with an fp32 accumulator (any width, loads pipelined); `split` cuts every row into SPLIT slices reduced
 by separate programs and combined with fp32 atomic adds, for few, very wide rows (16 x 1M) where one program
-per row leaves most SMs idle.
+per row leaves most SMs idle. The starter's figures: NOTES.md.
 """
 from __future__ import annotations
 

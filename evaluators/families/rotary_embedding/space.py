@@ -6,7 +6,8 @@ they differ in how often cos and sin (1 MB each, L2-resident) are re-read: `rows
 (batch, head) tile, 128 times in all at the timed size, from L2; `heads` keeps them in registers across
 HEADS heads; `permuted` loads whole rows plus the partner half through a permuted index (the second load of x
 hits L1) so each thread stores one contiguous row instead of two halves. `flat` is `permuted` on a 1-D grid over
-all batch * heads * seq rows with 32-bit offsets and no masks when the tile divides the shape.
+all batch * heads * seq rows with 32-bit offsets and no masks when the tile divides the shape. How the starter
+was chosen, with the figures: NOTES.md.
 """
 from __future__ import annotations
 
@@ -195,11 +196,7 @@ PARAMS = {
     "cache_hints": [False, True],
 }
 
-# measured on an H200 (bf16 (4, 32, 4096, 128), bench --sweep with torch.compile in the same call, 2026-12-03):
-# rows of 32 positions (the starter until then) 0.072 ms, permuted 32 positions 0.079, permuted 8 positions with
-# 4 warps (this: 2 KB of x a program, 8 elements a thread, what torch.compile's flat kernel moves) 0.069, rows of
-# 8 positions 0.070, permuted 4 positions with 2 warps 0.083; torch.compile 0.068. Next call: flat 0.069, flat with
-# cache hints 0.068, the starter 0.069; its search (63 evaluations) found nothing faster
+# the starter: whole rows with the partner load, 8 positions a program (NOTES.md)
 DEFAULT = {"variant": "permuted", "BLOCK_S": 8, "HEADS": 4, "num_warps": 4, "num_stages": 2, "cache_hints": False}
 
 

@@ -1,7 +1,9 @@
-"""Softmax search space: one row per program (whole row in registers) or an online max/sum sweep in chunks.
+"""Softmax search space: each row whole in registers (alone, pipelined with the next row, or split over
+cooperating programs) or swept in chunks (an online max/sum sweep, or three plain sweeps).
 
-Bytes: the floor is one read of x and one write of y (spec.bytes_moved). `single` meets it; `online` reads a
-row twice (the second read mostly hits L2: a 32000-wide bf16 row is 64 KB); `three_pass` reads it three times.
+Bytes: the floor is one read of x and one write of y (spec.bytes_moved). `single`, `pipelined` and `coop` meet
+it; `online` reads a row twice (the second read mostly hits L2: a 32000-wide bf16 row is 64 KB); `three_pass`
+reads it three times. How the starter was chosen, with the figures: NOTES.md.
 """
 from __future__ import annotations
 
@@ -297,16 +299,7 @@ PARAMS = {
     "cache_hints": [False, True],
 }
 
-# tried and left out, 2026-12-03 evening: the row kept in bf16 registers with each exponential computed twice
-# (so two 32-warp programs might fit on an SM) was 0.183 ms vs 0.170 for this starter on the H200: ptxas still
-# fills the 64 registers a 1024-thread program may have, and capped at 32 it spills 232 bytes a thread; one
-# persistent program per SM 0.168 (Liger 0.170 in the same call)
-# measured on an H200 (bf16 4096 x 32000, bench --sweep, 2026-12-03): online 2048/8 warps 2 stages 0.254 ms,
-# 1 stage 0.206, one exp per element in sweep 1 with L2 hints 0.204; the row in registers with 16 warps 0.184,
-# 32 warps 0.179, with exp2 (this) 0.171; Liger 0.171
-# 2026-12-04: the row in registers pipelined by one row (the next row's loads issued before this row's
-# reductions; one 32-warp program per SM, 64 registers, no spills) 0.145 ms vs 0.170 for `single` and 0.168 for
-# `single` persistent in the same call: the starter. With 16 warps (128 registers, 72 B spills) 0.195.
+# the starter: the row in registers, pipelined by one row (NOTES.md)
 DEFAULT = {"variant": "pipelined", "BLOCK": 2048, "ROWS": 1, "num_warps": 32, "num_stages": 1,
            "persistent": False, "programs_per_sm": 1, "exp2": True, "stats": "lane", "cache_hints": False,
            "SPLIT": 4}

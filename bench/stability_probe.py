@@ -20,7 +20,8 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")   # before any kernel is defined
 
-from kernelsearch.evaluators.harness import EAGER_SLACK, compare, normwise_error, references, stability_inputs  # noqa: E402
+from kernelsearch.evaluators.correctness import compare  # noqa: E402
+from kernelsearch.evaluators.numerics import EAGER_SLACK, normwise_error, references, stability_inputs  # noqa: E402
 from kernelsearch.evaluators.problem import load_problem, load_source_module  # noqa: E402
 
 

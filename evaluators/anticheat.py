@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ast
 import threading
-import time
 
 import torch
 
@@ -152,65 +151,17 @@ class LaunchCounter:
         return self.counts.get(module_name, 0)
 
 
-def _targets() -> dict:
-    """Name -> (owner, attribute) of everything a candidate must not replace."""
-    import gc
-
-    import kernelsearch.evaluators.correctness as correctness
-    import kernelsearch.evaluators.harness as harness
-    import kernelsearch.evaluators.timing as timing
-
-    t = {
-        "time.perf_counter": (time, "perf_counter"), "time.perf_counter_ns": (time, "perf_counter_ns"),
-        "time.time": (time, "time"), "time.monotonic": (time, "monotonic"),
-        "torch.cuda.synchronize": (torch.cuda, "synchronize"), "torch.cuda.Event": (torch.cuda, "Event"),
-        "torch.cuda.current_stream": (torch.cuda, "current_stream"),
-        "torch.allclose": (torch, "allclose"), "torch.isclose": (torch, "isclose"), "torch.equal": (torch, "equal"),
-        "torch.testing.assert_close": (torch.testing, "assert_close"),
-        "torch.Tensor.__eq__": (torch.Tensor, "__eq__"), "torch.Tensor.clone": (torch.Tensor, "clone"),
-        "torch.Tensor.to": (torch.Tensor, "to"), "torch.Tensor.fill_": (torch.Tensor, "fill_"),
-        "torch.Tensor.equal": (torch.Tensor, "equal"),
-        "threading.active_count": (threading, "active_count"), "gc.collect": (gc, "collect"),
-        "correctness.compare": (correctness, "compare"), "correctness.flatten": (correctness, "flatten"),
-        "correctness._compare_values": (correctness, "_compare_values"),
-        "harness.compare": (harness, "compare"), "harness._same": (harness, "_same"),
-        "harness.time_interleaved": (harness, "time_interleaved"), "harness.Evaluator": (harness, "Evaluator"),
-        "harness.CandidateFailure": (harness, "CandidateFailure"),
-        "timing.time_interleaved": (timing, "time_interleaved"),
-    }
-    for name in dir(timing):
-        obj = getattr(timing, name)
-        if callable(obj) and getattr(obj, "__module__", None) == timing.__name__:
-            t[f"timing.{name}"] = (timing, name)
-    for name in dir(Guard):
-        if not name.startswith("__"):
-            t[f"anticheat.Guard.{name}"] = (Guard, name)
-    try:
-        from triton.runtime.jit import JITFunction
-        t["triton.JITFunction.run"] = (JITFunction, "run")
-    except ImportError:
-        pass
-    try:
-        from triton.runtime.interpreter import InterpretedFunction
-        t["triton.InterpretedFunction.run"] = (InterpretedFunction, "run")
-    except ImportError:
-        pass
-    return t
-
-
 class Guard:
-    """Identity check: what the timer and the comparison rely on is captured before the candidate loads and
-    must be the very same objects after it loads and after every call."""
+    """Identity check: the objects in `targets` (name -> (owner, attribute)), captured when the guard is made, must
+    be the very same objects later. The runner guards what it relies on and the timing and comparison functions a
+    cheat would reach for; advisory there (the judge, in another process, relies on none of them)."""
 
-    def __init__(self) -> None:
-        self.targets = _targets()
+    def __init__(self, targets: dict) -> None:
+        self.targets = dict(targets)
         self.ids = {k: _identity(owner, attr) for k, (owner, attr) in self.targets.items()}
 
-    def verify(self, when: str, stage: str) -> None:
-        changed = [k for k, (owner, attr) in self.targets.items() if _identity(owner, attr) != self.ids[k]]
-        if changed:
-            raise CandidateFailure(Status.rejected, f"identity check: the candidate replaced {', '.join(changed)} "
-                                   f"({when})", stage=stage)
+    def changed(self) -> list[str]:
+        return [k for k, (owner, attr) in self.targets.items() if _identity(owner, attr) != self.ids[k]]
 
 
 def _identity(owner, attr):

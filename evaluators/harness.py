@@ -1,7 +1,13 @@
-"""The evaluation stages, cheapest first: static -> compile -> correctness -> timing -> roofline.
+"""The judge: the evaluation stages, cheapest first: static -> compile -> correctness -> timing -> roofline.
 
-Runs inside a worker subprocess (sandbox/worker.py), never in the controller. `evaluate` returns a dict with
-the columns of store.models.Evaluation; a failing stage stops the rest and its status is the result.
+The judge never imports candidate code. It reads the candidate's source as text (static checks), draws every
+seed, builds the inputs, runs the reference, holds the expected outputs, compares, keeps the clock and decides the
+status. The candidate runs in a runner process (evaluators/runner.py) that receives inputs and returns outputs;
+on a GPU the judge reads those outputs (and writes the inputs) in place in the runner's memory through CUDA IPC,
+with the runner frozen (SIGSTOP) while it reads. The reference is timed in a second runner that never loaded the
+candidate, by the same clock: the judge's wall clock around batches of calls (see `Judge.timing`).
+
+`evaluate` returns an `EvalResult`; a failing stage stops the rest and its status is the result.
 """
 from __future__ import annotations
 
@@ -9,33 +15,35 @@ import contextlib
 import copy
 import gc
 import hashlib
-import threading
+import math
+import os
+import signal
+import statistics
 import time
-import traceback
-from dataclasses import dataclass
 from typing import Callable, ContextManager
 
 import torch
 
-from kernelsearch.evaluators import anticheat
-from kernelsearch.evaluators.correctness import Comparison, compare, flatten
-from kernelsearch.evaluators.problem import DTYPES, Case, Problem, load_source_module
+from kernelsearch.evaluators import wire
+from kernelsearch.evaluators.correctness import compare
+from kernelsearch.evaluators.numerics import _no_worse_than_eager, _overflows, references, stability_inputs
+from kernelsearch.evaluators.problem import DTYPES, Case, Problem
+from kernelsearch.evaluators.result import EvalResult
+from kernelsearch.evaluators.settings import EvalSettings
 from kernelsearch.evaluators.static import check_source
 from kernelsearch.evaluators.status import CandidateFailure, Status
-from kernelsearch.evaluators.timing import time_interleaved
 
-F64_MAX_ELEMENTS = 1 << 26   # above this many input elements the high-precision reference is float32
+try:   # the static scan moves to static.py (issue 18); either home works
+    from kernelsearch.evaluators.static import scan_source
+except ImportError:   # pragma: no cover
+    from kernelsearch.evaluators.anticheat import scan_source
 
-
-@dataclass
-class Settings:
-    mode: str = "cpu"               # cpu (Triton interpreter) | cuda
-    seed: int = 0                   # secret: drawn by the parent per evaluation
-    trials: int = 2
-    timing_iters: int = 50
-    compare_compile: bool = False
-    input_sets: int = 3             # rotated in timing so nothing can be cached across calls
-    aot: bool = True                # CPU mode: also compile for sm_90 ahead of time (registers, spills)
+L2_BYTES = 50 * 2**20          # the H200's L2; timing input sets together are at least twice this
+MAX_SLOTS = 4                  # input sets rotated in a timed batch
+KEPT_BYTES = 6 * 2**30         # a timed batch keeps every output (each is checked): at most this many bytes
+MIN_BATCHES, MAX_BATCHES = 3, 6
+TARGET_SPREAD = 0.02
+FLOOR_SLACK = 0.95             # a time below 95 % of the I/O floor is impossible
 
 
 def _seed(base: int, *parts) -> int:
@@ -44,251 +52,249 @@ def _seed(base: int, *parts) -> int:
 
 
 def _pin_precision() -> None:
-    """TF32 is pinned off for reference and candidate alike."""
+    """TF32 is pinned off in the judge (references) and in every runner alike."""
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
 
 
-def _precision_flags() -> tuple:
-    return (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
-            torch.get_float32_matmul_precision())
-
-
-def _to_hi(values: list, dtype: torch.dtype) -> list:
-    return [v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in values]
-
-
-def _clone(values: list) -> list:
-    return [v.clone() if isinstance(v, torch.Tensor) else copy.deepcopy(v) for v in values]
-
-
 def _same(a: list, b: list) -> bool:
     for x, y in zip(a, b):
         if isinstance(x, torch.Tensor):
+            if not isinstance(y, torch.Tensor) or x.shape != y.shape or x.dtype != y.dtype:
+                return False
+            y = y.to(x.device)
             if not torch.equal(x, y) and not (x.is_floating_point() and torch.equal(x.nan_to_num(), y.nan_to_num())):
                 return False
     return True
 
 
-def stability_inputs(name: str, values: list, dtype: str, seed: int) -> list:
-    """Transform the floating inputs of a case: `large` (x 1e3; x 10 in fp16, whose range is small), `tiny`
-    (x 1e-4), `mixed` (each element scaled by 10^U(-3, 3)), `equal` (every row the same value along the last
-    dimension). Integer inputs (targets, indices) are left as they are."""
-    out = []
-    for v in values:
-        if isinstance(v, torch.Tensor) and v.is_floating_point():
-            x = v.double()
-            if name == "large":
-                x = x * (10.0 if dtype == "float16" else 1e3)
-            elif name == "tiny":
-                x = x * 1e-4
-            elif name == "mixed":
-                gen = torch.Generator(device=x.device).manual_seed(seed)   # drawn where x is (fast on a GPU)
-                x = x * torch.pow(10.0, torch.empty(x.shape, dtype=torch.float64, device=x.device)
-                                  .uniform_(-3, 3, generator=gen))
-            elif name == "equal" and x.dim() >= 1:
-                x = x[..., :1].expand_as(x).contiguous()
-            else:
-                raise ValueError(f"unknown stability input {name!r}")
-            v = x.to(v.dtype)
-        out.append(v)
-    return out
+def _nbytes(values) -> int:
+    return sum(t.numel() * t.element_size() for t in wire.flat_tensors(values))
 
 
-def references(ref, inputs: list, hi: torch.dtype | None = None) -> tuple:
-    """The reference's answer at the problem's dtype (it fixes dtype, shape and device) and the same computed in
-    `hi`: by default float64 (float32 above F64_MAX_ELEMENTS input elements), which values are measured against.
-    Every check (correctness, cache, timed outputs) uses both: measured against the low-precision reference
-    instead, a correct kernel that rounds once where eager rounds twice fails on a few values near zero (seen on
-    an H200: rotary bf16 (4,32,4096,128), 8 of 67M values)."""
-    with torch.no_grad():
-        want = ref(*inputs)
-        if hi is None:
-            n_el = sum(t.numel() for t in inputs if isinstance(t, torch.Tensor))
-            hi = torch.float64 if n_el <= F64_MAX_ELEMENTS else torch.float32
-        want_hi = copy.deepcopy(ref).to(hi)(*_to_hi(inputs, hi))
-    return want, want_hi
+class RunnerLost(Exception):
+    pass
 
 
-EAGER_SLACK = 2.0   # on inputs the dtype cannot resolve, a candidate may be up to this many times eager's error
+class RunnerClient:
+    """The judge's end of one runner: requests and replies over its socket, and its process group to freeze."""
+
+    def __init__(self, sock, pid: int, name: str, *, close: Callable[[], None] | None = None,
+                 how_it_ended: Callable[[], str | None] | None = None):
+        self.sock, self.pid, self.name = sock, pid, name
+        self._close = close
+        self._how = how_it_ended
+        self.ipc: wire.IpcReader | None = None
+
+    def request(self, header: dict, buffers: list | None = None) -> tuple[dict, list]:
+        try:
+            wire.send(self.sock, header, buffers or [])
+            reply, bufs = wire.recv(self.sock)
+        except (EOFError, OSError) as err:
+            how = self._how() if self._how else None
+            raise RunnerLost(f"the {self.name}'s process died" + (f" ({how})" if how else
+                             f" ({type(err).__name__}: {err})")) from None
+        if self.ipc is not None and "segs" in reply:
+            self.ipc.add_segments(reply["segs"])
+        return reply, bufs
+
+    def freeze(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGCONT)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.thaw()
+            wire.send(self.sock, {"op": "exit"})
+        if self.ipc is not None:
+            self.ipc.close()
+        with contextlib.suppress(Exception):
+            self.sock.close()
+        if self._close:
+            self._close()
 
 
-def normwise_error(got, want_hi) -> float:
-    """max over outputs of ||got - ref||_2 / ||ref||_2, in float64; NaN/Inf anywhere is infinite error."""
-    worst = 0.0
-    for g, h in zip(flatten(got), flatten(want_hi)):
-        if not isinstance(g, torch.Tensor) or not g.is_floating_point():
-            continue
-        g64, h64 = g.detach().double(), h.detach().to(device=g.device, dtype=torch.float64)
-        if not bool(torch.isfinite(g64).all()):
-            return float("inf")
-        h64 = torch.nan_to_num(h64)
-        worst = max(worst, float((g64 - h64).norm() / h64.norm().clamp_min(1e-300)))
-    return worst
+def _failure_from(reply: dict, what: str, stage: str) -> CandidateFailure:
+    err = reply.get("error")
+    if not isinstance(err, dict):
+        return CandidateFailure(Status.crash, f"{what}: malformed reply from the candidate's process", stage=stage)
+    name, text, tb = (str(err.get(k, ""))[:4000] for k in ("type", "text", "tb"))
+    first = text.strip().splitlines()[0][:300] if text.strip() else ""
+    where = str(err.get("stage", ""))
+    if where in ("compile", "static"):
+        status = Status.compile_error if where == "compile" else Status.rejected
+    elif "Compil" in name or "compil" in text[:200]:
+        status = Status.compile_error
+    else:
+        status = Status.crash
+    return CandidateFailure(status, f"{what} raised {name}: {first}" if name else f"{what}: {first}",
+                            tb or None, stage=stage)
 
 
-def _no_worse_than_eager(got, want, want_hi, failed: Comparison) -> Comparison:
-    """Pass when the candidate's normwise error is within EAGER_SLACK times eager's own (dtype, shape and
-    non-finite values were already checked by `compare` and are kept as failures)."""
-    if "values off by more than" not in failed.reason:
-        return failed   # shape, dtype, device, type or NaN/Inf: not a question of precision
-    mine, eager = normwise_error(got, want_hi), normwise_error(want, want_hi)
-    if mine <= EAGER_SLACK * eager + 1e-12:
-        return Comparison(True, "", failed.max_abs, failed.max_rel, 0)
-    failed.reason += (f"; normwise error {mine:.3g} against float64 is over {EAGER_SLACK:g}x eager's own "
-                      f"({eager:.3g}) on inputs this dtype cannot resolve")
-    return failed
-
-
-def _overflows(want, want_hi) -> bool:
-    """The reference at the problem's dtype is non-finite where the float64 one is finite."""
-    for w, h in zip(flatten(want), flatten(want_hi)):
-        if isinstance(w, torch.Tensor) and w.is_floating_point():
-            if bool((~torch.isfinite(w) & torch.isfinite(h.to(w.device))).any()):
-                return True
-    return False
-
-
-class Evaluator:
-    def __init__(self, problem: Problem, source: str, settings: Settings,
-                 lease: Callable[[str], ContextManager] = contextlib.nullcontext):
-        self.problem = problem
-        # lease("shared") while checking a case; lease("exclusive") while timing and, on a GPU, while the stability
-        # check computes its float64 references
-        self.lease = lease
-        self.source = source
-        self.s = settings
-        self.device = "cuda" if settings.mode == "cuda" else "cpu"
+class Judge:
+    def __init__(self, problem: Problem, source: str, settings: EvalSettings, *, mode: str, seed: int,
+                 spawn: Callable[[str], RunnerClient],
+                 lease: Callable[[str], ContextManager] = contextlib.nullcontext, candidate_path: str | None = None):
+        self.problem, self.source, self.s = problem, source, settings
+        self.mode, self.secret = mode, seed
+        self.device = "cuda" if mode == "cuda" else "cpu"
+        self.spawn, self.lease = spawn, lease
+        self.candidate_path = candidate_path
         self.detail: dict = {"cases": []}
-        self.module = None
-        self.module_name = ""
-        self.launches = anticheat.LaunchCounter()
-        self.guard: anticheat.Guard | None = None
+        self.cand: RunnerClient | None = None
         self.ceilings: dict | None = None
+        self.peak_mb: float | None = None
+        self.language: str | None = None
 
-    # -- models ---------------------------------------------------------------------------------------------
-    def _models(self, case: Case, seed: int):
+    # -- runners --------------------------------------------------------------------------------------------
+    def _runner(self, role: str) -> RunnerClient:
+        r = self.spawn(role)
+        if self.mode == "cuda":
+            r.ipc = wire.IpcReader()
+        self._ask(r, {"op": "setup", "mode": self.mode, "threads": 1,
+                      "gpu_memory_fraction": self.s.gpu_memory_fraction}, "setting up", "compile")
+        return r
+
+    def _ask(self, r: RunnerClient, header: dict, what: str, stage: str, buffers: list | None = None):
+        try:
+            reply, bufs = r.request(header, buffers)
+        except RunnerLost as err:
+            raise CandidateFailure(Status.crash, f"{what}: {err}", stage=stage) from None
+        except wire.WireError as err:
+            raise CandidateFailure(Status.crash, f"{what}: malformed reply from the {r.name}'s process: {err}",
+                                   stage=stage) from None
+        if "error" in reply:
+            raise _failure_from(reply, what, stage)
+        return reply, bufs
+
+    def _decode(self, r: RunnerClient, obj, bufs, what: str, stage: str):
+        """A value from a runner, copied into the judge's own memory at once."""
+        try:
+            value = wire.decode(obj, bufs, self.device, r.ipc)
+        except wire.WireError as err:
+            raise CandidateFailure(Status.crash, f"{what}: malformed output from the candidate's process: {err}",
+                                   stage=stage) from None
+        return _own(value)
+
+    def _build(self, r: RunnerClient, case: Case, seed: int, stage: str, name: str = "eager") -> torch.nn.Module:
+        """The reference model here (trusted) and the runner's model, with the same init and the same weights."""
         init = self.problem.build_init_inputs(case)
-        torch.manual_seed(seed)
+        init_seed = _seed(seed, "init")
+        torch.manual_seed(init_seed)
         ref = self.problem.module.Model(*init)
-        torch.manual_seed(seed)
-        try:
-            cand = self.module.ModelNew(*copy.deepcopy(init))
-        except Exception as err:  # noqa: BLE001
-            raise CandidateFailure(Status.crash, f"ModelNew(...) raised {type(err).__name__}: {err}",
-                                   traceback.format_exc(limit=-4), stage="compile") from None
-        if isinstance(cand, torch.nn.Module) and isinstance(ref, torch.nn.Module):
-            # identical weights for both: copy the reference's state where the names match
-            ref_state = ref.state_dict()
-            if ref_state:
-                cand.load_state_dict(ref_state, strict=False)
+        state = ref.state_dict() if isinstance(ref, torch.nn.Module) else {}
         ref = ref.to(self.device)
-        cand = cand.to(self.device) if isinstance(cand, torch.nn.Module) else cand
-        if self.problem.family is not None and case.dtype in DTYPES:
-            dt = DTYPES[case.dtype]
-            ref = ref.to(dt)
-            if isinstance(cand, torch.nn.Module):
-                cand = cand.to(dt)
-        return ref, cand
+        dtype = case.dtype if self.problem.family is not None and case.dtype in DTYPES else None
+        if dtype:
+            ref = ref.to(DTYPES[dtype])
+        bufs: list = []
+        header = {"op": "build", "init": wire.encode(list(init), bufs), "dtype": dtype, "seed": init_seed,
+                  "state": {k: wire.encode(v, bufs) for k, v in state.items()}, "name": name}
+        self._ask(r, header, "ModelNew(...)", stage, bufs)
+        return ref
 
-    def _add_s(self, key: str, since: float) -> None:
-        """Seconds inside a stage, summed under detail.stage_s.in_<key> (for the harness bench's breakdown)."""
-        st = self.detail.setdefault("stage_s", {})
-        st[f"in_{key}"] = round(st.get(f"in_{key}", 0.0) + time.perf_counter() - since, 3)
-
-    def _poison_allocator(self, nbytes: int) -> None:
-        """Fill memory the candidate will be handed by the caching allocator with NaN (stale answers fail)."""
-        if self.device == "cuda" and nbytes > 0:
-            junk = torch.full((nbytes // 4 + 1024,), float("nan"), device=self.device)
-            del junk
-
-    def _call(self, model, inputs: list, what: str):
-        threads = threading.active_count()
-        launched = self.launches.launches(self.module_name)
+    def _put(self, r: RunnerClient, slot: int, inputs: list, stage: str) -> list | None:
+        """Give the runner its inputs for `slot`. GPU: the runner allocates, the judge writes in place and
+        returns the views it can read back (the input check)."""
+        bufs: list = []
+        if self.mode == "cuda":
+            vals = [{"alloc": {"dtype": wire.DTYPE_NAMES[v.dtype], "shape": list(v.shape)}}
+                    if isinstance(v, torch.Tensor) else wire.encode(v, bufs) for v in inputs]
+        else:
+            vals = [wire.encode(v, bufs) for v in inputs]
+        reply, _ = self._ask(r, {"op": "inputs", "slot": slot, "values": vals}, "receiving inputs", stage, bufs)
+        if self.mode != "cuda":
+            return None
+        views = []
         try:
-            out = model(*inputs)
-            if self.device == "cuda":
-                torch.cuda.synchronize()
-        except CandidateFailure:
-            raise
-        except Exception as err:  # noqa: BLE001
-            name = type(err).__name__
-            status = Status.compile_error if "Compil" in name or "compil" in str(err)[:200] else Status.crash
-            first = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""
-            raise CandidateFailure(status, f"{what} raised {name}: {first}",
-                                   traceback.format_exc(limit=-6), stage="correctness") from None
-        anticheat.thread_check(threads, what, "correctness")
-        if self.guard is not None:
-            self.guard.verify(f"during {what}", "correctness")
-        self._launch_check(launched, what)
-        return out
-
-    def _launch_check(self, before: int, what: str) -> None:
-        """Check 1/2 at run time: the candidate's own Triton kernels ran during this call."""
-        if self.detail.get("language") == "triton" and self.launches.launches(self.module_name) <= before:
-            raise CandidateFailure(Status.rejected, f"kernel-launch check: {what} launched none of the candidate's "
-                                   "own Triton kernels (the work was done some other way)", stage="correctness")
+            for v, d in zip(inputs, reply.get("descs") or []):
+                if isinstance(v, torch.Tensor):
+                    view = r.ipc.tensor((d or {}).get("ipc"))
+                    if view.shape != v.shape or view.dtype != v.dtype or not view.is_contiguous():
+                        raise wire.WireError("an input buffer of the wrong shape")
+                    view.copy_(v)
+                    views.append(view)
+                else:
+                    views.append(v)
+        except wire.WireError as err:
+            raise CandidateFailure(Status.crash, f"receiving inputs: {err}", stage=stage) from None
+        torch.cuda.synchronize()
+        return views
 
     # -- stages ---------------------------------------------------------------------------------------------
     def compile(self) -> None:
-        self.detail["language"] = check_source(self.source)
-        self.detail.update(anticheat.scan_source(self.source, self.detail["language"]))
+        self.language = check_source(self.source)
+        self.detail["language"] = self.language
+        self.detail.update(scan_source(self.source, self.language))
         _pin_precision()
-        self.launches.install()
-        self.guard = anticheat.Guard()
-        self.module_name = f"ks_candidate_{abs(hash(self.source)) % 10**8}"
+        self.cand = self._runner("candidate")
+        reply, _ = self._ask(self.cand, {"op": "load", "role": "candidate", "path": self.candidate_path,
+                                         "language": self.language}, "loading the candidate", "compile")
+        self._advisories(reply, "after loading", "compile")
+
+    def _advisories(self, reply: dict, when: str, stage: str) -> None:
+        """What the runner reports of its own process: advisory, it catches honest mistakes and naive cheats."""
+        if reply.get("guard"):
+            names = ", ".join(str(x) for x in reply["guard"][:10])
+            raise CandidateFailure(Status.rejected, f"identity check: the candidate replaced {names} ({when})",
+                                   stage=stage)
+        if reply.get("tf32"):
+            raise CandidateFailure(Status.rejected, f"the candidate changed the TF32/matmul precision settings "
+                                   f"({when})", stage=stage)
+        if isinstance(reply.get("threads"), int) and reply["threads"] > 0:
+            raise CandidateFailure(Status.rejected, f"thread check: {reply['threads']} thread(s) still running after "
+                                   f"{when} returned; all work must finish inside the call", stage=stage)
+
+    def _call(self, slot: int, inputs: list, views: list | None, what: str, stage: str = "correctness"):
+        reply, bufs = self._ask(self.cand, {"op": "call", "slot": slot}, what, stage)
+        self._advisories(reply, what, stage)
+        if self.language == "triton" and reply.get("launches") == 0:
+            raise CandidateFailure(Status.rejected, f"kernel-launch check: {what} launched none of the candidate's "
+                                   "own Triton kernels (the work was done some other way)", stage=stage)
+        if reply.get("alias"):
+            raise CandidateFailure(Status.rejected, f"aliasing check: output {reply['alias'][0]} of {what} shares "
+                                   "storage with an input (a view of the input, not a result of its own)",
+                                   stage=stage)
+        if isinstance(reply.get("peak_mb"), (int, float)):
+            self.peak_mb = max(self.peak_mb or 0.0, float(reply["peak_mb"]))
+        self.cand.freeze()   # nothing runs in the candidate's process while the judge reads its memory
         try:
-            self.module = load_source_module(self.source, self.module_name, filename="candidate.py")
-        except Exception as err:  # noqa: BLE001
-            raise CandidateFailure(Status.compile_error, f"loading the candidate raised {type(err).__name__}: {err}",
-                                   traceback.format_exc(limit=-4), stage="compile") from None
-        if not hasattr(self.module, "ModelNew"):
-            raise CandidateFailure(Status.compile_error, "the candidate defines no ModelNew", stage="compile")
-        self.guard.verify("after loading", "compile")
-        if _precision_flags() != (False, False, "highest"):
-            raise CandidateFailure(Status.rejected, "the candidate changed the TF32/matmul precision settings",
-                                   stage="compile")
+            got = self._decode(self.cand, reply.get("out"), bufs, what, stage)
+            after = views if views is not None else self._decode(self.cand, reply.get("inputs"), bufs, what, stage)
+            if after is not None and not _same(inputs, list(after)):
+                raise CandidateFailure(Status.rejected, f"input check: {what}: the candidate modified its inputs in "
+                                       "place", stage=stage)
+        finally:
+            self.cand.thaw()
+        return got
 
     def correctness(self) -> None:
-        cases = self.problem.cases_for(self.s.mode)
+        cases = self.problem.cases_for(self.mode)
         for case in cases:
-            with self.lease("shared"):   # no timing runs on the device while a case is checked
+            with self.lease("shared"):
                 self._check_case(case)
         with self.lease("shared"):
             self._repeat_check(cases[-1])
-        # float64 references of the largest case at every size: tens of GB for attention's timed case (scores of
-        # 4 x 32 x 4096 x 4096 in float64), and three workers at once ran an H200 out of memory, which the
-        # candidates were charged for as crashes; so on a GPU one stability check at a time, alone on the device
-        self._free_cached_memory()   # a worker waiting for the lease must not hold what its checks cached
+        self._free_cached_memory()
         with self.lease("exclusive" if self.device == "cuda" else "shared"):
             self._stability(cases)
 
     def _check_case(self, case: Case) -> None:
         atol, rtol = self.problem.tolerance(case.dtype)
         for trial in range(self.s.trials):
-            seed = _seed(self.s.seed, case.name, trial)
-            ref, cand = self._models(case, seed)
+            seed = _seed(self.secret, case.name, trial)
+            ref = self._build(self.cand, case, seed, "correctness")
             inputs = self.problem.build_inputs(case, seed, self.device)
-            cand_inputs = _clone(inputs)
-            self._poison_allocator(sum(t.numel() * t.element_size() for t in inputs
-                                       if isinstance(t, torch.Tensor)) * 2)
-            # the candidate runs first, on clones, before any reference output exists
-            if self.device == "cuda":
-                torch.cuda.reset_peak_memory_stats()
+            views = self._put(self.cand, 0, inputs, "correctness")
+            # the candidate runs before any reference output exists, in a process that cannot see them anyway
             t_call = time.perf_counter()
-            got = self._call(cand, cand_inputs, "ModelNew.forward")
-            self._add_s("candidate_calls", t_call)   # the first call of a shape includes Triton's JIT
-            if self.device == "cuda":   # read by export-tsv's peak_vram_mb
-                peak = torch.cuda.max_memory_allocated() / 2**20
-                self.detail["peak_vram_mb"] = max(self.detail.get("peak_vram_mb", 0.0), peak)
-            anticheat.alias_check(got, cand_inputs, "ModelNew.forward", "correctness")
-            if _precision_flags() != (False, False, "highest"):
-                raise CandidateFailure(Status.rejected, "the candidate changed the TF32/matmul precision "
-                                       "settings while running", stage="correctness")
-            if not _same(cand_inputs, inputs):
-                raise CandidateFailure(Status.rejected, f"input check: case {case.describe()}: the candidate "
-                                       "modified its inputs in place", stage="correctness")
+            got = self._call(0, inputs, views, "ModelNew.forward")
+            self._add_s("candidate_calls", t_call)
             t_ref = time.perf_counter()
             want, want_hi = references(ref, inputs)
             self._add_s("references", t_ref)
@@ -300,14 +306,27 @@ class Evaluator:
                                        f"{self._precision_note(case)}", cmp.detail or None, stage="correctness")
             del got, want, want_hi
 
+    def _repeat_check(self, case: Case) -> None:
+        """Two calls on different inputs of the same shape, both before the reference runs; both must be right (a
+        cache keyed on shape, data_ptr, version or a global returns the first answer twice)."""
+        seed = _seed(self.secret, case.name, "repeat")
+        ref = self._build(self.cand, case, seed, "correctness")
+        sets = [self.problem.build_inputs(case, _seed(seed, i), self.device) for i in range(2)]
+        outs = []
+        for i, inputs in enumerate(sets):
+            views = self._put(self.cand, 0, inputs, "correctness")
+            outs.append(self._call(0, inputs, views, f"ModelNew.forward (repeat call {i})"))
+        atol, rtol = self.problem.tolerance(case.dtype)
+        for i, inputs in enumerate(sets):
+            cmp = compare(outs[i], *references(ref, inputs), atol, rtol)
+            if not cmp.ok:
+                raise CandidateFailure(Status.incorrect, f"cache check: call {i} of two on different inputs of shape "
+                                       f"{case.describe()} is wrong ({cmp.reason}): results are reused across "
+                                       "calls", cmp.detail or None, stage="correctness")
+
     def _stability(self, cases: list[Case]) -> None:
-        """Inputs that break naive kernels: large magnitudes, near-zero, mixed scales, rows of equal values; at
-        the problem's looser stability tolerance. Candidate first on clones, as in every check."""
         case = cases[-1]
         for name in self.problem.stability:
-            # one input set per call: its float64 tensors (tens of GB for attention's timed case) are gone when
-            # the call returns, a failure included (a raised exception's traceback would keep them alive), and
-            # the cache is handed back before the next set or the lease's release
             failure = self._stability_one(case, name)
             self._free_cached_memory()
             if failure is not None:
@@ -315,20 +334,18 @@ class Evaluator:
 
     def _stability_one(self, case: Case, name: str) -> CandidateFailure | None:
         atol, rtol = self.problem.stability_tolerance(case.dtype)
-        seed = _seed(self.s.seed, case.name, "stability", name)
-        ref, cand = self._models(case, seed)
+        seed = _seed(self.secret, case.name, "stability", name)
+        ref = self._build(self.cand, case, seed, "correctness")
         inputs = stability_inputs(name, self.problem.build_inputs(case, seed, self.device), case.dtype, seed)
-        got = self._call(cand, _clone(inputs), f"ModelNew.forward ({name} inputs)")
-        want, want_hi = references(ref, inputs, torch.float64)   # float64 at every size: these inputs are hard
-        if _overflows(want, want_hi):   # the true answer is outside the dtype's range: nothing to check
+        views = self._put(self.cand, 0, inputs, "correctness")
+        got = self._call(0, inputs, views, f"ModelNew.forward ({name} inputs)")
+        want, want_hi = references(ref, inputs, torch.float64)
+        if _overflows(want, want_hi):
             self.detail["cases"].append({"case": f"{case.describe()} {name}", "skipped": "out of range"})
             return None
         cmp = compare(got, want, want_hi, atol, rtol)
         judged = "tolerance"
         if not cmp.ok and not compare(want, want, want_hi, atol, rtol).ok:
-            # PyTorch's own answer at this dtype misses the tolerance too: the inputs are past what the dtype
-            # can resolve (bf16 matmul or attention on inputs x 1e3: cancellation of 1e6-sized terms, seen
-            # on an H200). The candidate must then be no worse than eager, normwise, against float64.
             cmp = _no_worse_than_eager(got, want, want_hi, cmp)
             judged = "eager's own error"
         self.detail["cases"].append({"case": f"{case.describe()} {name}", "trial": 0, "ok": cmp.ok,
@@ -338,10 +355,149 @@ class Evaluator:
         return CandidateFailure(Status.incorrect, f"stability check ({name} inputs) on {case.describe()}: "
                                 f"{cmp.reason}", cmp.detail or None, stage="correctness")
 
+    def aot(self) -> None:
+        """No GPU here: the candidate's kernels compiled for the H200 (sm_90), in the candidate's process (it runs
+        candidate code). A compile error is the candidate's; a clean report is information, not a verdict."""
+        reply, _ = self._ask(self.cand, {"op": "aot", "problem": self.problem.ref}, "the sm_90 compile",
+                             "compile_sm90")
+        report = reply.get("report") if isinstance(reply.get("report"), dict) else {}
+        self.detail["sm90"] = report
+        if report.get("status") == "compile_error":
+            lines = [ln for ln in str(report.get("error", "")).strip().splitlines() if ln.strip()] or [""]
+            first = lines[0].split(" at ")[0].rstrip(":")
+            raise CandidateFailure(Status.compile_error, f"sm_90 compile failed: {first}: {lines[-1][:300]}",
+                                   str(report.get("error"))[:6000], stage="compile_sm90")
+
+    # -- timing ---------------------------------------------------------------------------------------------
+    def timing(self) -> dict:
+        """The judge's clock: wall time around a batch of calls, each side in its own runner.
+
+        A batch is: the judge sends `batch(n)`; the runner makes n calls rotating over its input slots, keeps every
+        output, synchronizes the device and replies; the judge's perf_counter spans send to reply. Then the judge
+        freezes the runner (SIGSTOP) and checks every output of the batch in place against the references of that
+        batch's inputs, which are fresh each batch (so nothing cached from an earlier batch is right). Work left
+        unfinished when the runner replied is caught by that check; work done only on some calls is caught by it
+        too. The reference runs the same batches in a process that never loaded the candidate; sides alternate
+        first. Per-call time is batch time / n, median over batches."""
+        case = self.problem.timed_case if self.mode == "cuda" else self.problem.cpu_timed_case()
+        seed = _seed(self.secret, "timing")
+        atol, rtol = self.problem.tolerance(case.dtype)
+        probe = self.problem.build_inputs(case, _seed(seed, "probe"), self.device)
+        in_bytes = _nbytes(probe)
+        sides = {"candidate": self.cand}
+        sides["eager"] = self._runner("reference")
+        self._ask(sides["eager"], {"op": "load", "role": "reference", "problem": self.problem.ref},
+                  "loading the reference", "timing")
+        compiled = self.s.compare_compile and self.mode == "cuda"
+        if compiled:
+            sides["compile"] = self._runner("reference")
+            self._ask(sides["compile"], {"op": "load", "role": "reference", "problem": self.problem.ref,
+                                         "compile": True}, "loading the reference", "timing")
+        ref = None
+        for name, r in sides.items():
+            ref = self._build(r, case, seed, "timing", "compile" if name == "compile" else "eager")
+        want0, _ = references(ref, probe, torch.float32 if self.mode == "cuda" else None)
+        out_bytes = _nbytes(want0)
+        del want0, probe
+        if self.mode == "cuda":
+            slots = max(2, min(MAX_SLOTS, math.ceil(2 * L2_BYTES / max(in_bytes, 1))))
+            n = max(slots, min(self.s.timing_iters, KEPT_BYTES // max(out_bytes, 1)))
+            n -= n % slots
+            batches = (MIN_BATCHES, MAX_BATCHES)
+        else:
+            slots, n, batches = 1, max(2, min(self.s.timing_iters, 3)), (1, 2)
+        self.detail["timing_plan"] = {"slots": slots, "calls_per_batch": n, "in_bytes": in_bytes,
+                                      "out_bytes": out_bytes}
+        per_call: dict[str, list[float]] = {k: [] for k in sides}
+        t_stage = time.perf_counter()
+        # batch -1 primes every side (Triton's JIT, torch.compile) under a shared lease, beside other
+        # candidates' checks; the timed batches and their checks then hold the device alone, in one exclusive lease
+        self._batch(-1, sides, seed, case, slots, n, ref, atol, rtol, per_call)
+        with self.lease("exclusive"):
+            if self.mode == "cuda" and self.ceilings is None:
+                from kernelsearch.evaluators.roofline import ceilings
+
+                self.ceilings = ceilings("cuda")   # measured once per device, only while holding the device alone
+            for b in range(batches[1]):
+                self._batch(b, sides, seed, case, slots, n, ref, atol, rtol, per_call)
+                if b + 1 >= batches[0] and all(_spread(v) <= TARGET_SPREAD for v in per_call.values()):
+                    break
+        self.detail.setdefault("stage_s", {})["timing_loop"] = round(time.perf_counter() - t_stage, 3)
+        for name, r in sides.items():
+            if name != "candidate":
+                r.close()
+        out = {"time_ms": statistics.median(per_call["candidate"]), "ref_time_ms": statistics.median(per_call["eager"]),
+               "timing_case": case.describe(), "in_bytes": in_bytes, "out_bytes": out_bytes,
+               "timings": {k: {"median_ms": statistics.median(v), "spread": _spread(v), "batches": len(v),
+                               "calls_per_batch": n, "min_ms": min(v), "max_ms": max(v)} for k, v in per_call.items()}}
+        out["speedup"] = out["ref_time_ms"] / out["time_ms"] if out["time_ms"] > 0 else None
+        if compiled:
+            out["compile_ref_time_ms"] = statistics.median(per_call["compile"])
+            out["speedup_compile"] = out["compile_ref_time_ms"] / out["time_ms"]
+        out["case"] = case
+        return out
+
+    def _batch(self, b: int, sides: dict, seed: int, case: Case, slots: int, n: int, ref, atol: float, rtol: float,
+               per_call: dict) -> None:
+        """One batch on every side (fresh inputs, the same on each side), then every output of the candidate's."""
+        sets = [self.problem.build_inputs(case, _seed(seed, b, i), self.device) for i in range(slots)]
+        prime = self.lease("shared") if b < 0 else contextlib.nullcontext()
+        with prime:
+            for r in sides.values():
+                for i, inputs in enumerate(sets):
+                    self._put(r, i, inputs, "timing")
+            expected = [references(ref, inputs) for inputs in sets]
+            clock: dict[str, tuple[float, float]] = {}
+            for name in (list(sides) if b % 2 == 0 else list(sides)[::-1]):   # neither side always goes first
+                r = sides[name]
+                t0 = time.perf_counter()
+                self._ask(r, {"op": "batch", "slots": list(range(slots)), "n": n}, "a timed batch", "timing")
+                t1 = time.perf_counter()
+                reply, bufs = self._ask(r, {"op": "describe"}, "describing a timed batch", "timing")
+                t2 = time.perf_counter()
+                if name == "candidate":
+                    r.freeze()   # from here on nothing runs in the candidate's process until its outputs are read
+                    cand_reply, cand_bufs = reply, bufs
+                clock[name] = (t1 - t0, t2 - t1)
+                del reply, bufs
+            if b >= 0:
+                # the describe step is off the clock only as far as the reference's own takes: a candidate that
+                # computes its outputs when asked for them (lazily) is charged for that time
+                for name, (t_batch, t_desc) in clock.items():
+                    extra = max(0.0, t_desc - clock["eager"][1]) if name == "candidate" else 0.0
+                    per_call[name].append((t_batch + extra) * 1e3 / n)
+            self._check_batch(sides["candidate"], cand_reply, cand_bufs, expected, slots, n, atol, rtol)
+
+    def _check_batch(self, r: RunnerClient, reply: dict, bufs: list, expected: list, slots: int, n: int,
+                     atol: float, rtol: float) -> None:
+        """Check every output of a timed batch (the runner is frozen; thawed after)."""
+        try:
+            outs = reply.get("outs")
+            if not isinstance(outs, list) or len(outs) != n:
+                got_n = len(outs) if isinstance(outs, list) else "no"
+                raise CandidateFailure(Status.crash, f"a timed batch returned {got_n} outputs for {n} calls",
+                                       stage="timing")
+            for k, obj in enumerate(outs):
+                try:
+                    got = wire.decode(obj, bufs, self.device, r.ipc)
+                except wire.WireError as err:
+                    raise CandidateFailure(Status.crash, f"a timed call's output is malformed: {err}",
+                                           stage="timing") from None
+                want, want_hi = expected[k % slots]
+                cmp = compare(got, want, want_hi, atol, rtol)
+                if not cmp.ok:
+                    raise CandidateFailure(Status.incorrect, f"a timed call's output (call {k} of a batch of {n}) is "
+                                           f"wrong: {cmp.reason}", cmp.detail or None, stage="timing")
+                del got
+        finally:
+            r.thaw()
+
+    # -- helpers --------------------------------------------------------------------------------------------
+    def _add_s(self, key: str, since: float) -> None:
+        st = self.detail.setdefault("stage_s", {})
+        st[f"in_{key}"] = round(st.get(f"in_{key}", 0.0) + time.perf_counter() - since, 3)
+
     def _free_cached_memory(self) -> None:
-        """Hand this worker's cached device memory back to the driver. PyTorch's allocator keeps what a check
-        used: on an H200 two workers past their stability checks held 44 and 45 GB of it, and another worker's
-        float64 references, run alone under the exclusive lease, still ran out of memory."""
         if self.device == "cuda":
             gc.collect()
             torch.cuda.empty_cache()
@@ -352,111 +508,87 @@ class Evaluator:
             return f" [precision check: fp32 problem, but the candidate casts to lower precision: {'; '.join(casts)}]"
         return ""
 
-    def _repeat_check(self, case: Case) -> None:
-        """Check 3: two calls on different inputs of the same shape, both before the reference runs; both must be
-        right (a cache keyed on shape, data_ptr, version or a global returns the first answer twice)."""
-        seed = _seed(self.s.seed, case.name, "repeat")
-        ref, cand = self._models(case, seed)
-        sets = [self.problem.build_inputs(case, _seed(seed, i), self.device) for i in range(2)]
-        outs = []
-        launched = self.launches.launches(self.module_name)
-        for i, inputs in enumerate(sets):
-            outs.append(model_out := self._call_raw(cand, _clone(inputs), f"ModelNew.forward (repeat call {i})"))
-            del model_out
-        atol, rtol = self.problem.tolerance(case.dtype)
-        for i, inputs in enumerate(sets):
-            cmp = compare(outs[i], *references(ref, inputs), atol, rtol)
-            if not cmp.ok:
-                raise CandidateFailure(Status.incorrect, f"cache check: call {i} of two on different inputs of shape "
-                                       f"{case.describe()} is wrong ({cmp.reason}): results are reused across "
-                                       "calls", cmp.detail or None, stage="correctness")
-        if self.launches.launches(self.module_name) < launched + 2:
-            raise CandidateFailure(Status.rejected, "kernel-launch check: a repeat call launched none of the "
-                                   "candidate's own Triton kernels", stage="correctness")
+    def close(self) -> None:
+        if self.cand is not None:
+            self.cand.close()
 
-    def _call_raw(self, model, inputs: list, what: str):
-        """_call without the launch check (the repeat check compares results first, then counts launches)."""
-        saved, self.detail["language"] = self.detail.get("language"), None
+
+def _spread(v: list[float]) -> float:
+    if len(v) < 3:
+        return float("inf") if len(v) < 2 else abs(v[0] - v[1]) / max(min(v), 1e-12)
+    med = statistics.median(v)
+    return (max(v) - min(v)) / med if med > 0 else 0.0
+
+
+def _own(value):
+    """Copy a decoded value into the judge's own memory (an IPC view must not outlive the runner's thaw)."""
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, list):
+        return [_own(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_own(v) for v in value)
+    return copy.copy(value)
+
+
+def io_floor_ms(in_bytes: int, out_bytes: int, ceil: dict) -> float | None:
+    """The time a call's inputs and outputs alone take to move once at the measured copy bandwidth."""
+    gbps = ceil.get("copy_gbps")
+    if not gbps:
+        return None
+    return (in_bytes + out_bytes) / (gbps * 1e9) * 1e3
+
+
+def spawn_local(role: str) -> RunnerClient:
+    """A runner as a plain local subprocess (tests, benches, the in-process `evaluate`); the pool starts its
+    runners sandboxed instead (sandbox/pool.py)."""
+    import socket
+    import subprocess
+    import sys
+
+    ours, theirs = socket.socketpair()
+    proc = subprocess.Popen([sys.executable, "-m", "kernelsearch.evaluators.runner", str(theirs.fileno())],
+                            pass_fds=(theirs.fileno(),), start_new_session=True, stdin=subprocess.DEVNULL)
+    theirs.close()
+
+    def how_it_ended() -> str | None:
         try:
-            return self._call(model, inputs, what)
-        finally:
-            self.detail["language"] = saved
+            rc = proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return None
+        return f"signal {signal.Signals(-rc).name}" if rc < 0 else f"exit code {rc}"
 
-    def timing(self) -> dict:
-        case = self.problem.timed_case if self.s.mode == "cuda" else self.problem.cpu_timed_case()
-        seed = _seed(self.s.seed, "timing")
-        ref, cand = self._models(case, seed)
-        n_sets = self.s.input_sets if self.s.mode == "cuda" else 1
-        sets = [self.problem.build_inputs(case, _seed(seed, i), self.device) for i in range(n_sets)]
-        fns: dict[str, Callable] = {"candidate": lambda x: cand(*x)}
-        ref_nograd = torch.no_grad()(lambda x: ref(*x))
-        fns["eager"] = ref_nograd
-        if self.s.compare_compile and self.s.mode == "cuda":
-            compiled = torch.compile(ref)
-            fns["compile"] = torch.no_grad()(lambda x: compiled(*x))
-        kept: dict[int, object] = {}
-        calls = {"n": 0}
-
-        def after(name, out):
-            if name == "candidate":
-                kept[calls["n"] % len(sets)] = out   # rechecked after timing (no caching across inputs)
-                calls["n"] += 1
-            else:
-                for t in flatten(out):   # the reference's answer never lingers in freed memory
-                    if isinstance(t, torch.Tensor) and t.is_floating_point():
-                        t.fill_(float("nan"))
-
-        iters = self.s.timing_iters if self.s.mode == "cuda" else max(3, min(self.s.timing_iters, 5))
-        # Prime every side once per input set before the exclusive lease: Triton's JIT and torch.compile's
-        # compile of the reference (seconds) then happen beside other candidates' checks (a shared lease), not
-        # while this one holds the GPU alone.
-        t0 = time.perf_counter()
-        with self.lease("shared"):
-            for fn_name, fn in fns.items():
-                for inputs in sets:
-                    after(fn_name, fn(inputs))
-            if self.device == "cuda":
-                torch.cuda.synchronize()
-        self.detail.setdefault("stage_s", {})["timing_prime"] = round(time.perf_counter() - t0, 3)
-        with self.lease("exclusive"):
-            t0 = time.perf_counter()
-            if self.s.mode == "cuda":
-                # measured (once per device, cached) only while holding the lease: nothing else times then
-                from kernelsearch.evaluators.roofline import ceilings
-
-                self.ceilings = ceilings("cuda")
-            t = time_interleaved(fns, sets, device=self.device, iters=iters, after_call=after,
-                                 warmup=1, max_batches=4 if self.s.mode == "cuda" else 1)
-            self.detail["stage_s"]["timing_leased"] = round(time.perf_counter() - t0, 3)
-        if self.guard is not None:
-            self.guard.verify("during timing", "timing")
-        # recheck what the timed calls returned, one output per input set
-        atol, rtol = self.problem.tolerance(case.dtype)
-        for i, inputs in enumerate(sets):
-            if i in kept:
-                with self.lease("shared"):
-                    cmp = compare(kept[i], *references(ref, inputs), atol, rtol)
-                if not cmp.ok:
-                    raise CandidateFailure(Status.incorrect, f"a timed call's output on input set {i} is wrong: "
-                                           f"{cmp.reason}", cmp.detail or None, stage="timing")
-        out = {"time_ms": t["candidate"].median, "ref_time_ms": t["eager"].median,
-               "timing_case": case.describe(), "timings": {k: v.summary() for k, v in t.items()}}
-        out["speedup"] = out["ref_time_ms"] / out["time_ms"] if out["time_ms"] > 0 else None
-        if "compile" in t:
-            out["compile_ref_time_ms"] = t["compile"].median
-            out["speedup_compile"] = t["compile"].median / out["time_ms"]
-        out["case"] = case
-        return out
+    def close() -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return RunnerClient(ours, proc.pid, role, close=close, how_it_ended=how_it_ended)
 
 
-def evaluate(problem: Problem, source: str, settings: Settings,
-             lease: Callable[[str], ContextManager] = contextlib.nullcontext, device_name: str | None = None) -> dict:
-    """Run the stages; return the Evaluation columns as a dict (status is always set)."""
-    ev = Evaluator(problem, source, settings, lease)
-    result: dict = {"timing_kind": "cuda-events" if settings.mode == "cuda" else "cpu-interpreter",
-                    "device": device_name or ("cpu-interpreter" if settings.mode == "cpu" else "cuda")}
+def evaluate(problem: Problem, source: str, settings: EvalSettings, *, mode: str = "cpu", seed: int | None = None,
+             spawn: Callable[[str], RunnerClient] | None = None, candidate_path: str | None = None,
+             lease: Callable[[str], ContextManager] = contextlib.nullcontext, device_name: str | None = None
+             ) -> EvalResult:
+    """Run the stages as the judge; return the result (status always set).
+
+    `spawn(role)` starts a runner and returns its client; by default a plain local subprocess
+    (evaluators/runner.py `spawn_local`); the pool passes runners it started sandboxed."""
+    if seed is None:
+        seed = int.from_bytes(os.urandom(6), "little")
+    tmp = None
+    if candidate_path is None:   # the runner loads the candidate from a file (Triton reads kernel source back)
+        import tempfile
+
+        tmp = tempfile.mkdtemp(prefix="ks-judge-")
+        candidate_path = os.path.join(tmp, "candidate.py")
+        with open(candidate_path, "w") as f:
+            f.write(source)
+    judge = Judge(problem, source, settings, mode=mode, seed=seed, spawn=spawn or spawn_local, lease=lease,
+                  candidate_path=candidate_path)
+    result = EvalResult(status=Status.ok, timing_kind="judge-wall-clock" if mode == "cuda" else "cpu-interpreter",
+                        device=device_name or ("cpu-interpreter" if mode == "cpu" else "cuda"))
     stage = "static"
-    stage_s = ev.detail.setdefault("stage_s", {})   # seconds spent in each stage (where the time goes)
+    stage_s = judge.detail.setdefault("stage_s", {})
     t0 = time.perf_counter()
 
     def lap(name: str) -> None:
@@ -466,50 +598,58 @@ def evaluate(problem: Problem, source: str, settings: Settings,
         t0 = now
     try:
         stage = "compile"
-        ev.compile()
+        judge.compile()
         lap("compile")
         stage = "correctness"
-        ev.correctness()
+        judge.correctness()
         lap("correctness")
-        if settings.mode == "cpu" and settings.aot:
-            # No GPU here: compile the kernels for the H200 ahead of time (sm_90), after correctness so that
-            # wrong candidates fail cheaply first; a kernel that only the interpreter accepts fails here.
+        if mode == "cpu" and settings.aot_compile:
             stage = "compile_sm90"
-            from kernelsearch.evaluators.aot import aot_report
-
-            report = aot_report(source, problem, None)
-            ev.detail["sm90"] = {k: report.get(k) for k in ("status", "kernels", "error", "wall_s")}
-            if report["status"] == "compile_error":
-                lines = [ln for ln in str(report.get("error", "")).strip().splitlines() if ln.strip()] or [""]
-                first = lines[0].split(" at ")[0].rstrip(":")
-                raise CandidateFailure(Status.compile_error, f"sm_90 compile failed: {first}: {lines[-1][:300]}",
-                                       str(report.get("error")), stage="compile_sm90")
+            judge.aot()
             lap("compile_sm90")
         stage = "timing"
-        timed = ev.timing()
+        timed = judge.timing()
         lap("timing")
         case: Case = timed.pop("case")
-        ev.detail["timings"] = timed.pop("timings")
-        ev.detail["timing_case"] = timed.pop("timing_case")
-        result.update(timed)
-        if settings.mode == "cuda":
+        judge.detail["timings"] = timed.pop("timings")
+        judge.detail["timing_case"] = timed.pop("timing_case")
+        in_bytes, out_bytes = timed.pop("in_bytes"), timed.pop("out_bytes")
+        for k, v in timed.items():
+            setattr(result, k, v)
+        if mode == "cuda":
             stage = "roofline"
             from kernelsearch.evaluators.roofline import ceilings, roofline
 
-            ceil = ev.ceilings or ceilings("cuda")
+            ceil = judge.ceilings or ceilings("cuda")
+            judge.detail["ceilings"] = ceil
+            floor = io_floor_ms(in_bytes, out_bytes, ceil)
+            judge.detail["io_floor_ms"] = floor
+            if floor is not None and result.time_ms < FLOOR_SLACK * floor:
+                raise CandidateFailure(Status.rejected, f"floor check: {result.time_ms:.4g} ms per call is below the "
+                                       f"{floor:.4g} ms its inputs and outputs ({(in_bytes + out_bytes) / 1e6:.1f} MB) "
+                                       "take to move once at the measured copy bandwidth", stage="roofline")
             flops = problem.flops(case) if problem.flops else None
             nbytes = problem.bytes_moved(case) if problem.bytes_moved else None
-            r = roofline(flops, nbytes, result["time_ms"], case.dtype, ceil)
-            ev.detail["ceilings"] = ceil
-            result.update({k: r.get(k) for k in ("gbps", "tflops", "roofline_fraction", "bottleneck")})
+            r = roofline(flops, nbytes, result.time_ms, case.dtype, ceil)
+            result.gbps, result.tflops = r.get("gbps"), r.get("tflops")
+            result.roofline_fraction, result.bottleneck = r.get("roofline_fraction"), r.get("bottleneck")
             frac = r.get("roofline_fraction")
             if frac is not None and frac > 1.05:
                 raise CandidateFailure(Status.rejected, f"impossible speed: {frac:.2f}x the roofline of the "
                                        "measured ceilings (faster than the bytes or FLOPs allow)", stage="roofline")
-        result.update(status=Status.ok.value, stage="timing", reason=None)
+        result.status, result.stage, result.reason = Status.ok, "timing", None
     except CandidateFailure as f:
-        result.update(status=f.status.value, reason=f.reason, error_text=f.text, stage=f.stage or stage)
-        for k in ("time_ms", "ref_time_ms", "speedup", "compile_ref_time_ms", "speedup_compile"):
-            result.pop(k, None)
-    result["detail"] = ev.detail
+        result.status, result.reason, result.error_text = f.status, f.reason, f.text
+        result.stage = f.stage or stage
+        for k in ("time_ms", "ref_time_ms", "speedup", "compile_ref_time_ms", "speedup_compile", "gbps", "tflops",
+                  "roofline_fraction", "bottleneck"):
+            setattr(result, k, None)
+    finally:
+        judge.close()
+        if tmp:
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+    result.peak_vram_mb = judge.peak_mb
+    result.detail = judge.detail
     return result

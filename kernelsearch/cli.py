@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from sqlalchemy.exc import DatabaseError
 
 from kernelsearch import views
 from kernelsearch.config import ConfigError, load_config
@@ -24,6 +25,11 @@ def _fail(msg: str) -> None:
     raise typer.Exit(2)
 
 
+def _sqlite_says(err: DatabaseError) -> str:
+    orig = getattr(err, "orig", None) or err
+    return f"SQLite says {str(orig).splitlines()[0] if str(orig) else type(orig).__name__}"
+
+
 @app.command()
 def run(config: Path = typer.Argument(..., help="YAML config file"),
         db: Optional[Path] = typer.Option(None, help="SQLite store (default: the config's `store`)"),
@@ -32,11 +38,14 @@ def run(config: Path = typer.Argument(..., help="YAML config file"),
     """Launch a search from a config file."""
     from kernelsearch.runner import RunError, start_run
 
+    cfg = None
     try:
         cfg = load_config(config)
         start_run(cfg, db or cfg.store, name, console)
     except (ConfigError, RunError) as err:
         _fail(str(err))
+    except DatabaseError as err:   # the store failed under the run (damage found mid-run, a disk error)
+        _fail(f"store {db or (cfg.store if cfg else '?')}: {_sqlite_says(err)}")
 
 
 @app.command()
@@ -54,6 +63,8 @@ def resume(name: str = typer.Argument(..., help="the run to continue"),
         resume_run(name, db, console, evaluations=evaluations, wall_time_s=wall_time, rounds=rounds)
     except (ConfigError, RunError) as err:
         _fail(str(err))
+    except DatabaseError as err:
+        _fail(f"store {db}: {_sqlite_says(err)}")
 
 
 @app.command("eval")
@@ -65,33 +76,60 @@ def eval_(problem: str = typer.Argument(..., help="a built-in family (softmax) o
           trials: int = typer.Option(2, help="fresh-input trials per shape case")) -> None:
     """Evaluate one candidate file against one problem, in a sandboxed worker."""
     from kernelsearch.evaluators.problem import ProblemError, load_problem
+    from kernelsearch.evaluators.settings import EvalSettings
+    from kernelsearch.evaluators.static import check_size
+    from kernelsearch.evaluators.status import CandidateFailure
     from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings, detect_mode
 
     if not candidate.is_file():
         _fail(f"candidate file not found: {candidate}")
     try:
+        source = candidate.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        _fail(f"candidate file {candidate} cannot be read as text: {err}")
+    try:
+        check_size(source)   # refused here, before a worker: the judge's static check says the same
+    except CandidateFailure as err:
+        _refused(err, as_json)
+    try:
         prob = load_problem(problem)
         mode, gpus = detect_mode(device)
     except (ProblemError, RuntimeError) as err:
         _fail(str(err))
-    pool = EvaluatorPool(PoolSettings(mode=mode, gpus=gpus, concurrency=1, timeout_s=timeout, trials=trials))
+    pool = EvaluatorPool(PoolSettings(mode=mode, gpus=gpus, concurrency=1,
+                                      evaluation=EvalSettings(timeout_s=timeout, trials=trials)))
     try:
-        result = asyncio.run(pool.evaluate(candidate.read_text(), prob.ref))
+        result = asyncio.run(pool.evaluate(source, prob.ref))
     finally:
         pool.close()
     if as_json:
-        print(json.dumps(result, default=str))
+        print(result.to_json())
     else:
-        why = f"  ({result['reason']})" if result.get("reason") else ""
-        console.print(f"status: [bold]{result['status']}[/]{why}")
-        if result.get("error_text"):
-            console.print(result["error_text"], markup=False)
+        why = f"  ({result.reason})" if result.reason else ""
+        console.print(f"status: [bold]{result.status.value}[/]{why}")
+        if result.error_text:
+            console.print(result.error_text, markup=False)
         for k in ("time_ms", "ref_time_ms", "speedup", "speedup_compile", "gbps", "tflops", "roofline_fraction",
                   "timing_kind", "device"):
-            if result.get(k) is not None:
-                console.print(f"{k}: {result[k]:.4g}" if isinstance(result[k], float) else f"{k}: {result[k]}")
-    raise typer.Exit(0 if result["status"] == "ok" else 1)
+            v = getattr(result, k)
+            if v is not None:
+                console.print(f"{k}: {v:.4g}" if isinstance(v, float) else f"{k}: {v}")
+    raise typer.Exit(0 if result.ok else 1)
+
+
+def _refused(err, as_json: bool) -> None:
+    """A candidate refused before any worker ran, printed as an evaluation's status and reason; exit code 1."""
+    if as_json:
+        print(json.dumps({"status": err.status.value, "reason": err.reason, "error_text": err.text,
+                          "stage": err.stage}))
+    else:
+        console.print(f"status: [bold]{err.status.value}[/]  ({err.reason})")
+    raise typer.Exit(1)
 
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":   # `python -m kernelsearch.cli` is `python -m kernelsearch`
+    main()

@@ -1,7 +1,7 @@
 """One typed config tree (pydantic, unknown keys rejected), loaded from YAML.
 
 The settings types live in the rooms that use them (agent/settings.py: `llm`, `ideas`, `code`, `prices`;
-search/settings.py: `search`, `budgets`, `targets`); `Config` composes them with the run's own keys.
+search/settings.py: `search`, `budgets`, `targets`; evaluators/settings.py: `evaluation`); `Config` composes them with the run's own keys.
 
 A bad key, a wrong type or a missing file is a `ConfigError` whose message is one line naming the key.
 """
@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from kernelsearch.agent.settings import LLMConfig, Price, RoleOverride, effective
+from kernelsearch.evaluators.settings import EvalSettings
 from kernelsearch.search.settings import Budgets, SearchConfig, SearchSetup, Targets
 from kernelsearch.store import DEFAULT_DB
 
@@ -24,19 +25,6 @@ class ConfigError(Exception):
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class EvaluationConfig(_Strict):
-    timeout_s: float = Field(default=300.0, gt=0)   # per candidate, whole worker; the group is killed after
-    trials: int = Field(default=2, ge=1)            # fresh-input correctness trials per shape case
-    timing_iters: int = Field(default=50, ge=1)     # timed calls per side (GPU); the CPU interpreter uses fewer
-    compare_compile: bool = False                   # also time torch.compile(reference), side by side
-    allow_degenerate_problem: bool = False          # run even if the reference output barely varies
-    fork_server: bool = True                        # workers forked from a torch-loaded parent (CPU and GPU)
-    isolate_network: bool = True                    # workers in an empty network namespace (where allowed)
-    cpu_memory_gb: float = Field(default=8.0, gt=0)  # CPU workers' address-space limit
-    gpu_memory_fraction: float = Field(default=0.8, gt=0, le=1)  # GPU workers' share of the device memory
-    aot_compile: bool = True                        # without a GPU: compile for sm_90 too (registers, spills)
 
 
 class Config(_Strict):
@@ -52,7 +40,7 @@ class Config(_Strict):
     search: SearchConfig = SearchConfig()
     budgets: Budgets = Budgets()
     targets: Targets = Targets()
-    evaluation: EvaluationConfig = EvaluationConfig()
+    evaluation: EvalSettings = EvalSettings()
 
     @field_validator("problem")
     @classmethod

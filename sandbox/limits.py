@@ -33,3 +33,14 @@ def die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
     except (OSError, AttributeError):
         pass
+
+
+def make_undumpable() -> None:
+    """PR_SET_DUMPABLE 0: processes of the same user (a candidate's runner) cannot ptrace this one or read its
+    memory through /proc (root's CAP_SYS_PTRACE still can: see docs/anticheat.md)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0)
+    except (OSError, AttributeError):
+        pass

@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from kernelsearch.evaluators.result import EvalResult
+from kernelsearch.evaluators.settings import EvalSettings
+from kernelsearch.evaluators.status import Status
 from kernelsearch.sandbox.env import scrubbed_env
 from kernelsearch.sandbox.limits import apply_limits, die_with_parent
 
@@ -28,25 +31,21 @@ OUTPUT_CAP = 64 * 1024
 
 @dataclass
 class PoolSettings:
+    """What only the pool knows (device mode, GPUs, how many at once, caches); the evaluation's own settings are
+    one EvalSettings, passed unchanged to every judge."""
     mode: str = "cpu"                    # cpu | cuda
     gpus: list[int] = field(default_factory=lambda: [0])
     concurrency: int = 2
-    timeout_s: float = 300.0
-    trials: int = 2
-    timing_iters: int = 50
-    compare_compile: bool = False
-    aot: bool = True                     # CPU mode: compile for sm_90 ahead of time too
+    evaluation: EvalSettings = field(default_factory=EvalSettings)
     threads_per_worker: int = 1
-    cpu_memory_gb: float = 8.0           # CPU workers: address-space limit (RLIMIT_AS)
-    gpu_memory_fraction: float = 0.8     # GPU workers: torch's per-process cap on the device's memory
-    # fork workers from a process with torch already imported (~1.6 s saved per candidate); it does not
-    # initialise CUDA, so each forked worker starts its own context (16/16 ok on an H200, 2026-12-03)
-    fork_server: bool = True
-    isolate_network: bool = True         # an empty network namespace where the platform allows (root)
-    triton_cache: str | None = None      # default: Triton's own (~/.triton/cache), shared by all workers
-    # torch.compile's caches, shared by all workers so the reference is compiled once per machine, not once
-    # per candidate (each worker's TMPDIR is its own fresh directory, where inductor would otherwise cache)
+    triton_cache: str | None = None      # default: Triton's own (~/.triton/cache), shared by all runners
+    # torch.compile's caches, shared by all processes so the reference is compiled once per machine, not once
+    # per candidate (each evaluation's TMPDIR is its own fresh directory, where inductor would otherwise cache)
     inductor_cache: str = str(Path.home() / ".cache" / "kernelsearch" / "inductor")
+
+    @property
+    def timeout_s(self) -> float:
+        return self.evaluation.timeout_s
 
 
 def detect_mode(device: str) -> tuple[str, list[int]]:
@@ -190,7 +189,7 @@ class EvaluatorPool:
         # (gpu, start, end) of each exclusive hold: the timings (and, on a GPU, the stability checks)
         self.lease_log: list[tuple[int, float, float]] = []
         interp = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""} if settings.mode == "cpu" else {}
-        self._zygote = _Zygote(interp) if settings.fork_server else None
+        self._zygote = _Zygote(interp) if settings.evaluation.fork_server else None
 
     @property
     def mode(self) -> str:
@@ -206,7 +205,7 @@ class EvaluatorPool:
         return min(self._load, key=lambda g: (self._load[g], g))
 
     async def evaluate(self, source: str, problem_ref: dict,
-                       may_start: Callable[[], bool] | None = None) -> dict | None:
+                       may_start: Callable[[], bool] | None = None) -> EvalResult | None:
         """Check and time one candidate. `may_start` is asked once a slot is free: when it says no (the run's
         wall-time budget ran out while this candidate waited), nothing starts and the answer is None."""
         async with self._slots:
@@ -219,39 +218,33 @@ class EvaluatorPool:
             finally:
                 self._load[gpu] -= 1
 
-    async def _exec(self, workdir: Path, extra: dict, limits: tuple) -> "_Worker":
-        """A fresh interpreter per candidate (`fork_server: false`)."""
-        r_fd, w_fd = os.pipe()
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "kernelsearch.sandbox.worker", str(w_fd),
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-                pass_fds=(w_fd,), start_new_session=True, cwd=workdir, env=scrubbed_env(extra),
-                preexec_fn=_limits(*limits))
-        finally:
-            os.close(w_fd)
-        return _Worker(proc.pid, await _pipe_reader(r_fd), proc.stdout,
-                       write=proc.stdin.write, wait=proc.wait, close_fds=[])
+    # -- starting processes ---------------------------------------------------------------------------------
+    async def _start(self, entry: str, workdir: Path, extra: dict, limits: tuple, fds: list[int],
+                     request: dict | None = None) -> "_Proc":
+        """Start one process of an evaluation: the judge (`entry` judge: fds are its control pipe's read end, its
+        output, its result pipe and its runners' sockets) or a runner (fds: its socket and its output). Forked
+        from the fork server, or a fresh interpreter when `fork_server` is off."""
+        if self._zygote is not None:
+            req = {"entry": entry, "cwd": str(workdir), "env": scrubbed_env(extra), "timeout_s": limits[0],
+                   "address_space_bytes": limits[1], "network_off": limits[2], "undumpable": entry == "judge"}
+            pid = await self._zygote.spawn(req, fds)
+            zygote = self._zygote
+            return _Proc(pid, lambda: zygote.wait(pid))
+        module = "kernelsearch.sandbox.worker" if entry == "judge" else "kernelsearch.evaluators.runner"
+        if entry == "judge":
+            ctrl, out, res, *socks = fds
+            args, stdin, passed = [str(res), *map(str, socks)], ctrl, (res, *socks)
+        else:
+            sock, out = fds
+            args, stdin, passed = [str(sock)], asyncio.subprocess.DEVNULL, (sock,)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", module, *args, stdin=stdin, stdout=out, stderr=out, pass_fds=passed,
+            start_new_session=True, cwd=workdir, env=scrubbed_env(extra), preexec_fn=_limits(*limits))
+        return _Proc(proc.pid, proc.wait)
 
-    async def _fork(self, workdir: Path, extra: dict, limits: tuple) -> "_Worker":
-        """A child of the fork server, which has torch and the harness imported already."""
-        ctrl_r, ctrl_w = os.pipe()
-        out_r, out_w = os.pipe()
-        res_r, res_w = os.pipe()
-        request = {"cwd": str(workdir), "env": scrubbed_env(extra), "timeout_s": limits[0],
-                   "address_space_bytes": limits[1], "network_off": limits[2]}
-        try:
-            pid = await self._zygote.spawn(request, [ctrl_r, out_w, res_w])
-        finally:
-            for fd in (ctrl_r, out_w, res_w):
-                os.close(fd)
-        zygote = self._zygote
-        return _Worker(pid, await _pipe_reader(res_r), await _pipe_reader(out_r),
-                       write=lambda data: os.write(ctrl_w, data), wait=lambda: zygote.wait(pid),
-                       close_fds=[ctrl_w])
-
-    async def _run(self, source: str, problem_ref: dict, gpu: int) -> dict:
+    async def _run(self, source: str, problem_ref: dict, gpu: int) -> EvalResult:
         t0 = time.monotonic()
+        ev = self.s.evaluation
         workdir = Path(tempfile.mkdtemp(prefix="ks-worker-"))
         cand = workdir / "candidate.py"
         cand.write_text(source)
@@ -264,32 +257,51 @@ class EvaluatorPool:
         extra["TORCHINDUCTOR_CACHE_DIR"] = self.s.inductor_cache
         if self.s.triton_cache:
             extra["TRITON_CACHE_DIR"] = self.s.triton_cache
-        request = {
-            "mode": self.s.mode, "problem": problem_ref, "candidate_path": str(cand),
-            "threads": self.s.threads_per_worker,
-            "gpu_memory_fraction": self.s.gpu_memory_fraction,
-            "settings": {"mode": self.s.mode, "seed": secrets.randbits(48), "trials": self.s.trials,
-                         "timing_iters": self.s.timing_iters, "compare_compile": self.s.compare_compile,
-                         "aot": self.s.aot},
-        }
-        limits = (self.s.timeout_s, int(self.s.cpu_memory_gb * 2**30) if self.s.mode == "cpu" else None,
-                  self.s.isolate_network)
-        worker = await (self._fork(workdir, extra, limits) if self._zygote else self._exec(workdir, extra, limits))
-        reader = worker.results
+        request = {"mode": self.s.mode, "problem": problem_ref, "candidate_path": str(cand),
+                   "seed": secrets.randbits(48), "settings": ev.model_dump()}
+        limits = (ev.timeout_s, int(ev.cpu_memory_gb * 2**30) if self.s.mode == "cpu" else None, ev.isolate_network)
+        judge_limits = (ev.timeout_s, limits[1], False)
+        out_r, out_w = os.pipe()
+        ctrl_r, ctrl_w = os.pipe()
+        res_r, res_w = os.pipe()
+        procs: list[_Proc] = []
+        ours: list[socket.socket] = []
+        roles = ["candidate", "reference"] + (["reference"] if ev.compare_compile and self.s.mode == "cuda" else [])
+        try:
+            runner_socks = []
+            for role in roles:   # runners first: the judge is told their pids (it freezes the candidate's)
+                a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                ours.append(a)
+                try:
+                    procs.append(await self._start("runner", workdir, extra, limits, [b.fileno(), out_w]))
+                finally:
+                    b.close()
+            request["runners"] = [{"role": r, "pid": p.pid} for r, p in zip(roles, procs)]
+            runner_socks = [a.fileno() for a in ours]
+            procs.append(await self._start("judge", workdir, extra, judge_limits,
+                                           [ctrl_r, out_w, res_w, *runner_socks]))
+        finally:
+            for fd in (ctrl_r, out_w, res_w):
+                os.close(fd)
+            for a in ours:
+                a.close()
+        judge = procs[-1]
+        reader = await _pipe_reader(res_r)
+        stdout = await _pipe_reader(out_r)
         captured = bytearray()
         dropped = 0
 
         async def drain() -> None:
             nonlocal dropped
-            while chunk := await worker.stdout.read(65536):
+            while chunk := await stdout.read(65536):
                 room = OUTPUT_CAP - len(captured)
                 captured.extend(chunk[:max(room, 0)])
                 dropped += max(len(chunk) - max(room, 0), 0)
 
         drainer = asyncio.create_task(drain())
-        worker.write((json.dumps(request) + "\n").encode())
-        result: dict | None = None
-        held: str | None = None   # the kind of lease this worker holds now
+        os.write(ctrl_w, (json.dumps(request) + "\n").encode())
+        result: EvalResult | None = None
+        held: str | None = None   # the kind of lease the judge holds now
         lease_t0 = 0.0
         lease_wait = 0.0
         spent = 0.0            # seconds charged to the candidate (lease waits excluded)
@@ -303,7 +315,7 @@ class EvaluatorPool:
             held = None
         try:
             while True:
-                remaining = self.s.timeout_s - spent - (time.monotonic() - mark)
+                remaining = ev.timeout_s - spent - (time.monotonic() - mark)
                 if remaining <= 0:
                     raise asyncio.TimeoutError
                 line = await asyncio.wait_for(reader.readline(), timeout=remaining)
@@ -321,23 +333,36 @@ class EvaluatorPool:
                     if kind == "exclusive":
                         lease_t0 = now
                     mark = now
-                    worker.write(b"grant\n")
+                    os.write(ctrl_w, b"grant\n")
                 elif msg["type"] == "lease_release" and held is not None:
                     release()
                 elif msg["type"] == "result":
-                    result = msg["result"]
+                    result = EvalResult.from_json(json.dumps(msg["result"]))
                     break
         except asyncio.TimeoutError:
-            result = {"status": "timeout", "stage": "worker",
-                      "reason": f"no result within {self.s.timeout_s:g} s: the worker's process group was killed"}
-        except (json.JSONDecodeError, KeyError) as err:
-            result = {"status": "crash", "stage": "worker", "reason": f"garbled message from the worker: {err}"}
+            result = EvalResult.failure(Status.timeout, f"no result within {ev.timeout_s:g} s: the evaluation's "
+                                        "processes were killed", stage="worker")
+        except (ValueError, KeyError, TypeError) as err:
+            result = EvalResult.failure(Status.crash, f"garbled message from the judge: {err}", stage="worker")
         finally:
             if held is not None:
                 release()
-            _kill_group(worker.pid)
-            worker.close()
-        rc = await worker.wait()
+            for p in procs:
+                _kill_group(p.pid)
+            os.close(ctrl_w)
+        rc = await judge.wait()
+        runner_rcs = []
+        for p in procs[:-1]:
+            try:
+                runner_rcs.append(await asyncio.wait_for(p.wait(), timeout=5))
+            except Exception:  # noqa: BLE001
+                runner_rcs.append(None)
+        cand_rc = runner_rcs[0] if runner_rcs else None
+        if result is not None and result.reason and "candidate's process died" in result.reason \
+                and cand_rc is not None and cand_rc != -signal.SIGKILL:
+            # the judge saw its socket close; only the pool learns how the candidate's process ended
+            how = f"signal {signal.Signals(-cand_rc).name}" if cand_rc < 0 else f"exit code {cand_rc}"
+            result.reason = result.reason.replace("candidate's process died", f"candidate's process died ({how})", 1)
         try:
             await asyncio.wait_for(drainer, timeout=5)
         except asyncio.TimeoutError:
@@ -347,13 +372,12 @@ class EvaluatorPool:
         if result is None:
             how = f"signal {signal.Signals(-rc).name}" if rc < 0 else f"exit code {rc}"
             tail = output.strip().splitlines()[-1:] or [""]
-            result = {"status": "crash", "stage": "worker",
-                      "reason": f"the worker died ({how}) before reporting: {tail[0][:300]}",
-                      "error_text": output[-4000:]}
-        result["gpu_index"] = gpu if self.s.mode == "cuda" else None
-        result["wall_s"] = time.monotonic() - t0
-        result.setdefault("detail", {})["output"] = output[-8000:]
-        result["detail"]["lease_wait_s"] = round(lease_wait, 3)
+            result = EvalResult.failure(Status.crash, f"the judge died ({how}) before reporting: {tail[0][:300]}",
+                                        stage="worker", error_text=output[-4000:])
+        result.gpu_index = gpu if self.s.mode == "cuda" else None
+        result.wall_s = time.monotonic() - t0
+        result.detail["output"] = output[-8000:]
+        result.detail["lease_wait_s"] = round(lease_wait, 3)
         return result
 
 
@@ -364,21 +388,11 @@ async def _pipe_reader(fd: int) -> asyncio.StreamReader:
     return reader
 
 
-class _Worker:
-    """One running worker, however it was started: its pid (and process group), the result channel, its
-    captured output, the control pipe, and how to learn its exit status."""
+class _Proc:
+    """One process of an evaluation, however it was started: its pid (and process group) and its exit status."""
 
-    def __init__(self, pid, results, stdout, *, write, wait, close_fds):
-        self.pid, self.results, self.stdout = pid, results, stdout
-        self.write, self._wait, self._close_fds = write, wait, close_fds
-
-    def close(self) -> None:
-        for fd in self._close_fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self._close_fds = []
+    def __init__(self, pid: int, wait):
+        self.pid, self._wait = pid, wait
 
     async def wait(self) -> int:
         return await self._wait()

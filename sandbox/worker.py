@@ -1,22 +1,25 @@
-"""The worker: one candidate, one process. Started by sandbox/pool.py as `python -m kernelsearch.sandbox.worker`.
+"""The judge's process: one evaluation. Started by sandbox/pool.py (forked from the fork server, or as
+`python -m kernelsearch.sandbox.worker RESULT_FD RUNNER_FD...`).
 
-Channel: the request arrives as one JSON line on stdin, which the worker then moves to a private fd and
-replaces with /dev/null before any candidate code is loaded. Messages to the parent (a lease request, the
-result) go on a pipe whose fd number is in argv[1]; the candidate's prints go to stdout/stderr, which the parent
-captures, caps and stores. To time, the worker asks the parent for the lease on its GPU and waits for the grant.
+It never loads candidate code: the candidate runs in a runner process (evaluators/runner.py) that the pool started
+beside it, sandboxed, and connected to it by a socket (the fds after RESULT_FD, in the order of the request's
+`runners`). Channel to the pool: the request arrives as one JSON line on stdin (then replaced by /dev/null);
+messages (a lease request, the result) go on the result pipe. The candidate's process has neither: it can reach
+the judge only through its socket, whose replies are data (evaluators/wire.py), never a verdict.
 """
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import socket
 import sys
 import traceback
 
 
-def main(result_fd: int | None = None) -> None:
-    """Run one evaluation; `result_fd` is the result pipe (argv[1] when started as a module)."""
-    result_fd = int(sys.argv[1]) if result_fd is None else result_fd
+def main(result_fd: int | None = None, runner_fds: list[int] | None = None) -> None:
+    if result_fd is None:
+        result_fd, runner_fds = int(sys.argv[1]), [int(a) for a in sys.argv[2:]]
     control = os.fdopen(os.dup(0), "r")
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -45,28 +48,39 @@ def main(result_fd: int | None = None) -> None:
     try:
         import torch
 
-        from kernelsearch.evaluators.harness import Settings, evaluate
+        from kernelsearch.evaluators.harness import RunnerClient, evaluate
         from kernelsearch.evaluators.problem import load_problem
+        from kernelsearch.evaluators.settings import EvalSettings
 
-        torch.set_num_threads(int(request.get("threads", 1)))
-        if request["mode"] == "cuda":   # a candidate that allocates without end fails alone, not its neighbours
-            torch.cuda.set_per_process_memory_fraction(float(request.get("gpu_memory_fraction", 0.8)), 0)
-        problem = load_problem(request["problem"])
-        device_name = None
+        runners = [(r["role"], int(r["pid"]), fd) for r, fd in zip(request["runners"], runner_fds or [])]
+
+        def spawn(role: str) -> RunnerClient:
+            """The next runner the pool started for `role` (one candidate, one or two references)."""
+            for i, (r, pid, fd) in enumerate(runners):
+                if r == role:
+                    runners.pop(i)
+                    return RunnerClient(socket.socket(fileno=fd), pid, role)
+            raise RuntimeError(f"no {role} runner was started for this evaluation")
+
+        torch.set_num_threads(1)
         if request["mode"] == "cuda":
-            device_name = torch.cuda.get_device_name(0)
-        settings = Settings(**request["settings"])
+            torch.cuda.set_per_process_memory_fraction(0.95, 0)
+        problem = load_problem(request["problem"])
+        device_name = torch.cuda.get_device_name(0) if request["mode"] == "cuda" else None
         with open(request["candidate_path"]) as f:
-            source = f.read()
-        result = evaluate(problem, source, settings, lease=lease, device_name=device_name)
-    except BaseException as err:  # noqa: BLE001 - a harness failure is a result too, never silence
-        result = {"status": "crash", "stage": "worker", "reason": f"worker error: {type(err).__name__}: {err}",
-                  "error_text": traceback.format_exc(limit=-8)}
-    send({"type": "result", "result": result})
+            source = f.read(2 << 20)
+        result = evaluate(problem, source, EvalSettings(**request["settings"]), mode=request["mode"],
+                          seed=int(request["seed"]), spawn=spawn, candidate_path=request["candidate_path"],
+                          lease=lease, device_name=device_name)
+        payload = json.loads(result.to_json())
+    except BaseException as err:  # noqa: BLE001 - a judge failure is a result too, never silence
+        payload = {"status": "crash", "stage": "worker", "reason": f"judge error: {type(err).__name__}: {err}",
+                   "error_text": traceback.format_exc(limit=-8)}
+    send({"type": "result", "result": payload})
     out.close()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)   # skip interpreter teardown: a candidate's atexit or __del__ cannot change anything now
+    os._exit(0)
 
 
 if __name__ == "__main__":

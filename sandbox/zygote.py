@@ -26,19 +26,37 @@ def _preload() -> None:
     import kernelsearch.evaluators.anticheat  # noqa: F401
     import kernelsearch.evaluators.harness  # noqa: F401
     import kernelsearch.evaluators.problem  # noqa: F401
+    import kernelsearch.evaluators.runner  # noqa: F401
     import kernelsearch.sandbox.worker  # noqa: F401
 
 
 def _child(req: dict, fds: list[int]) -> None:
-    from kernelsearch.sandbox.limits import apply_limits
-    from kernelsearch.sandbox.worker import main as worker_main
+    from kernelsearch.sandbox.limits import apply_limits, make_undumpable
 
-    ctrl, out, res = fds
     os.setsid()
     apply_limits(req["timeout_s"], req.get("address_space_bytes"), req.get("network_off", False))
+    if req.get("undumpable"):
+        make_undumpable()
     os.environ.clear()
     os.environ.update(req["env"])
     os.chdir(req["cwd"])
+    if req.get("entry") == "runner":
+        from kernelsearch.evaluators.runner import serve_fd
+
+        sock, out = fds
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.close(out)
+        sys.stdout = os.fdopen(1, "w", buffering=1)
+        sys.stderr = os.fdopen(2, "w", buffering=1)
+        serve_fd(sock)   # ends with os._exit
+        return
+    from kernelsearch.sandbox.worker import main as worker_main
+
+    ctrl, out, res, *runners = fds
     os.dup2(ctrl, 0)
     os.dup2(out, 1)
     os.dup2(out, 2)
@@ -47,7 +65,7 @@ def _child(req: dict, fds: list[int]) -> None:
     sys.stdin = os.fdopen(0, "r")
     sys.stdout = os.fdopen(1, "w", buffering=1)
     sys.stderr = os.fdopen(2, "w", buffering=1)
-    worker_main(res)   # ends with os._exit
+    worker_main(res, runners)   # ends with os._exit
 
 
 def serve(req_fd: int, rep_fd: int) -> None:
@@ -68,7 +86,7 @@ def serve(req_fd: int, rep_fd: int) -> None:
             rep.write(json.dumps({"exited": pid, "rc": rc}) + "\n")
         if not ready:
             continue
-        msg, fds, _, _ = socket.recv_fds(req_sock, 1 << 20, 3)
+        msg, fds, _, _ = socket.recv_fds(req_sock, 1 << 20, 8)
         if not msg:
             return   # the pool closed its end: nothing more to start
         req = json.loads(msg)

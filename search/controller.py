@@ -29,10 +29,6 @@ from kernelsearch.store import Evaluation, Idea, session_scope
 from kernelsearch.store import queries as q
 
 EventSink = Callable[[str, dict], None]
-EVAL_COLUMNS = ("status", "reason", "error_text", "stage", "time_ms", "ref_time_ms", "compile_ref_time_ms",
-                "speedup", "speedup_compile", "gbps", "tflops", "roofline_fraction", "bottleneck", "timing_kind",
-                "device", "gpu_index", "wall_s")
-
 
 def code_hash(code: str) -> str:
     return hashlib.sha256(code.strip().encode()).hexdigest()[:16]
@@ -137,14 +133,11 @@ class Controller:
         if result is None:   # the wall-time budget ran out while it waited: stored, left queued
             self.emit("not_started", {"kernel_id": kernel_id, "reason": self.stop_reason or "budget_wall_time"})
             return
-        detail = result.pop("detail", {}) or {}
-        row = {k: result.get(k) for k in EVAL_COLUMNS}
         with session_scope(self.engine) as s:
-            ev = Evaluation(kernel_id=kernel_id, detail_json=json.dumps(detail, default=str), **row)
-            s.add(ev)
+            q.add_evaluation(s, result.row(kernel_id))
         self._save_progress()
-        self.emit("evaluated", {"kernel_id": kernel_id, "status": row["status"], "speedup": row["speedup"],
-                                "reason": row["reason"]})
+        self.emit("evaluated", {"kernel_id": kernel_id, "status": result.status.value, "speedup": result.speedup,
+                                "reason": result.reason})
         stop = self._check_targets_only()
         if stop:
             self.stop_reason = stop

@@ -626,3 +626,10 @@ def mark_ideas_coded(session: Session, idea_ids: Iterable[int]) -> None:
     ids = list(idea_ids)
     if ids:
         session.exec(update(Idea).where(Idea.id.in_(ids)).values(status="coded"))
+
+
+def add_evaluation(s: Session, row: Evaluation) -> Evaluation:
+    """Store one evaluation result (the judge's typed result, as `EvalResult.row(kernel_id)`): the one place results
+    become rows."""
+    s.add(row)
+    return row

@@ -13,6 +13,7 @@ import torch
 from kernelsearch.evaluators.anticheat import check_problem_variance, scan_source
 from kernelsearch.evaluators.families.softmax import STARTER
 from kernelsearch.evaluators.problem import load_family, load_file
+from kernelsearch.evaluators.settings import EvalSettings
 from kernelsearch.evaluators.status import CandidateFailure
 from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings
 
@@ -41,7 +42,7 @@ GPU_ONLY = {"side_stream"}
 @pytest.fixture(scope="module")
 def results() -> dict:
     """Every fixture and the honest starter through the real worker, two at a time."""
-    pool = EvaluatorPool(PoolSettings(mode="cpu", concurrency=2, trials=1, timeout_s=120))
+    pool = EvaluatorPool(PoolSettings(mode="cpu", concurrency=2, evaluation=EvalSettings(trials=1, timeout_s=120)))
     names = sorted(EXPECT)
     sources = [(CHEATS / f"{n}.py").read_text() for n in names] + [STARTER]
 
@@ -60,22 +61,22 @@ def test_every_fixture_is_covered():
 
 def test_honest_starter_passes(results):
     r = results["__honest__"]
-    assert r["status"] == "ok", r.get("reason")
+    assert r.status == "ok", r.reason
 
 
 @pytest.mark.parametrize("name", sorted(EXPECT))
 def test_cheat_is_caught(results, name):
     status, words = EXPECT[name]
     r = results[name]
-    assert r["status"] == status, (name, r["status"], r.get("reason"))
-    assert words in (r.get("reason") or ""), (name, r.get("reason"))
+    assert r.status == status, (name, r.status, r.reason)
+    assert words in (r.reason or ""), (name, r.reason)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="GPU only: side CUDA streams need a CUDA device")
 def test_side_stream_is_caught():
-    pool = EvaluatorPool(PoolSettings(mode="cuda", concurrency=1, trials=1, timeout_s=300))
+    pool = EvaluatorPool(PoolSettings(mode="cuda", concurrency=1, evaluation=EvalSettings(trials=1, timeout_s=300)))
     r = asyncio.run(pool.evaluate((CHEATS / "side_stream.py").read_text(), {"builtin": "softmax"}))
-    assert r["status"] in ("rejected", "incorrect"), r
+    assert r.status in ("rejected", "incorrect"), r
 
 
 # -- the checks without a worker: quick, and each one shown able to fail -----------------------------------------

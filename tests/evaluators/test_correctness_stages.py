@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelsearch.evaluators.harness import Settings, evaluate
+from kernelsearch.evaluators.harness import evaluate
 from kernelsearch.evaluators.problem import load_problem
+from kernelsearch.evaluators.settings import EvalSettings
 from tests.helpers import ONLINE
 
 WRONG = Path(__file__).resolve().parents[2] / "evaluators" / "families" / "softmax" / "wrong"
@@ -41,14 +42,14 @@ def softmax():
 
 
 def test_honest_online_kernel_passes(softmax):
-    r = evaluate(softmax, ONLINE, Settings(mode="cpu", seed=7, trials=1, aot=False))
-    assert r["status"] == "ok", r["reason"]
+    r = evaluate(softmax, ONLINE, EvalSettings(trials=1, aot_compile=False), mode="cpu", seed=7)
+    assert r.status == "ok", r.reason
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_stage_rejects(softmax, name):
     code, status, needle = CASES[name]
-    r = evaluate(softmax, code, Settings(mode="cpu", seed=7, trials=1, aot=False))
-    assert r["status"] == status, (name, r["reason"])
-    assert needle in r["reason"], (name, r["reason"])
-    assert r["stage"] == "correctness"
+    r = evaluate(softmax, code, EvalSettings(trials=1, aot_compile=False), mode="cpu", seed=7)
+    assert r.status == status, (name, r.reason)
+    assert needle in r.reason, (name, r.reason)
+    assert r.stage == "correctness"

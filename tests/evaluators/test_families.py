@@ -250,7 +250,7 @@ def test_attention_returns_the_picked_row_of_v_when_the_softmax_is_one_hot(name,
     # inputs x 1e3: each row's softmax is one-hot in any precision, so the exact answer is one row of v (a bf16
     # value) and eager returns it exactly; with the scale folded into one fused multiply-add the largest score
     # weighed exp2(rounding) instead of 1 and every element was off by bf16(p) / p (6x eager's error, H200)
-    from kernelsearch.evaluators.harness import normwise_error, references, stability_inputs
+    from kernelsearch.evaluators.numerics import normwise_error, references, stability_inputs
 
     problem = _problem(name)
     case = Case("probe", {"batch": 1, "heads": 4, "seq": 1024, "head_dim": 128,

@@ -4,8 +4,10 @@ from __future__ import annotations
 import torch
 
 from kernelsearch.evaluators.families.rmsnorm import STARTER as RMS_STARTER
-from kernelsearch.evaluators.harness import Settings, evaluate, stability_inputs
+from kernelsearch.evaluators.harness import evaluate
+from kernelsearch.evaluators.numerics import stability_inputs
 from kernelsearch.evaluators.problem import load_problem
+from kernelsearch.evaluators.settings import EvalSettings
 
 
 def test_transforms():
@@ -26,12 +28,12 @@ def test_dropping_eps_passes_plain_inputs_but_fails_tiny_ones():
     no_eps = RMS_STARTER.replace("tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)",
                                  "tl.rsqrt(tl.sum(x * x, axis=1) / n_cols)")
     assert no_eps != RMS_STARTER
-    honest = evaluate(problem, RMS_STARTER, Settings(mode="cpu", seed=1, trials=1, aot=False))
-    assert honest["status"] == "ok", honest["reason"]
-    r = evaluate(problem, no_eps, Settings(mode="cpu", seed=1, trials=1, aot=False))
-    assert r["status"] == "incorrect"
-    assert r["reason"].startswith("stability check (tiny inputs)")
-    plain = [c for c in r["detail"]["cases"] if "tiny" not in c["case"]]
+    honest = evaluate(problem, RMS_STARTER, EvalSettings(trials=1, aot_compile=False), mode="cpu", seed=1)
+    assert honest.status == "ok", honest.reason
+    r = evaluate(problem, no_eps, EvalSettings(trials=1, aot_compile=False), mode="cpu", seed=1)
+    assert r.status == "incorrect"
+    assert r.reason.startswith("stability check (tiny inputs)")
+    plain = [c for c in r.detail["cases"] if "tiny" not in c["case"]]
     assert plain and all(c["ok"] for c in plain)      # every plain case passed first
 
 
@@ -40,7 +42,7 @@ def test_inputs_past_the_dtype_are_judged_against_eagers_own_error():
     when its normwise error is within EAGER_SLACK of eager's, and fails when it is well beyond; NaN and shape
     failures are never excused."""
     from kernelsearch.evaluators.correctness import compare
-    from kernelsearch.evaluators.harness import EAGER_SLACK, _no_worse_than_eager
+    from kernelsearch.evaluators.numerics import EAGER_SLACK, _no_worse_than_eager
 
     gen = torch.Generator().manual_seed(0)
     exact = torch.randn(64, 96, generator=gen, dtype=torch.float64) * 1e3

@@ -10,6 +10,7 @@ from collections import Counter
 
 import pytest
 
+from kernelsearch.evaluators.settings import EvalSettings
 from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings
 
 GPUS = [0, 1, 2]
@@ -20,7 +21,8 @@ N = 6
 def batch():
     from kernelsearch.evaluators.families.softmax import STARTER
 
-    pool = EvaluatorPool(PoolSettings(mode="cpu", gpus=GPUS, concurrency=6, trials=1, timing_iters=5))
+    pool = EvaluatorPool(PoolSettings(mode="cpu", gpus=GPUS, concurrency=6,
+                                      evaluation=EvalSettings(trials=1, timing_iters=5)))
 
     async def go():
         return await asyncio.gather(*(pool.evaluate(STARTER, {"builtin": "softmax"}) for _ in range(N)))
@@ -31,10 +33,10 @@ def batch():
 
 def test_every_candidate_was_timed_under_a_lease(batch):
     pool, results = batch
-    assert [r["status"] for r in results] == ["ok"] * N, [(r["status"], r.get("reason")) for r in results]
+    assert [r.status for r in results] == ["ok"] * N, [(r.status, r.reason) for r in results]
     assert len(pool.lease_log) == N
     assert all(g in GPUS and end > start for g, start, end in pool.lease_log)
-    assert all(r["gpu_index"] is None for r in results)   # only CUDA mode names a device in the result
+    assert all(r.gpu_index is None for r in results)   # only CUDA mode names a device in the result
 
 
 def test_timings_on_one_device_never_overlap(batch):

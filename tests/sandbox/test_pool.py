@@ -5,13 +5,14 @@ import asyncio
 import os
 import time
 
+from kernelsearch.evaluators.settings import EvalSettings
 from kernelsearch.sandbox.env import scrubbed_env
 from kernelsearch.sandbox.pool import OUTPUT_CAP, EvaluatorPool, PoolSettings
 from tests.helpers import starter_with
 
 
 def _run(code, **kw):
-    pool = EvaluatorPool(PoolSettings(mode="cpu", concurrency=1, trials=1, **kw))
+    pool = EvaluatorPool(PoolSettings(mode="cpu", concurrency=1, evaluation=EvalSettings(trials=1, **kw)))
     return asyncio.run(pool.evaluate(code, {"builtin": "softmax"}))
 
 
@@ -27,15 +28,15 @@ def test_candidate_sees_no_secret_and_output_is_captured(monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-very-secret")
     code = starter_with("import os\nprint('ENV', sorted(k for k in os.environ if 'KEY' in k), os.getcwd())")
     r = _run(code)
-    assert r["status"] == "ok", r
-    out = r["detail"]["output"]
+    assert r.status == "ok", r
+    out = r.detail["output"]
     assert "ENV []" in out and "sk-ant" not in out
     assert "/ks-worker-" in out   # a fresh working directory
 
 
 def test_output_is_capped():
     r = _run(starter_with("print('x' * 100000)"))
-    out = r["detail"]["output"]
+    out = r.detail["output"]
     assert "more bytes dropped" in out
     assert len(out) <= OUTPUT_CAP + 200
 
@@ -46,21 +47,21 @@ def test_timeout_kills_children_too(tmp_path):
                         f"subprocess.Popen(['sh', '-c', 'sleep 7; touch {marker}'])\ntime.sleep(600)")
     t0 = time.time()
     r = _run(code, timeout_s=5)
-    assert r["status"] == "timeout"
+    assert r.status == "timeout"
     assert time.time() - t0 < 30
     time.sleep(max(0.0, t0 + 13 - time.time()))   # the child would have touched the marker by now
     assert not marker.exists(), "a child of the candidate outlived the kill"
 
 
 def test_two_timings_never_overlap():
-    pool = EvaluatorPool(PoolSettings(mode="cpu", concurrency=3, trials=1))
+    pool = EvaluatorPool(PoolSettings(mode="cpu", concurrency=3, evaluation=EvalSettings(trials=1)))
     from kernelsearch.evaluators.families.softmax import STARTER
 
     async def go():
         return await asyncio.gather(*(pool.evaluate(STARTER, {"builtin": "softmax"}) for _ in range(3)))
 
     rs = asyncio.run(go())
-    assert [r["status"] for r in rs] == ["ok"] * 3
+    assert [r.status for r in rs] == ["ok"] * 3
     spans = sorted((s, e) for _, s, e in pool.lease_log)
     assert len(spans) == 3
     for (s1, e1), (s2, _) in zip(spans, spans[1:]):
@@ -97,15 +98,16 @@ def test_candidate_has_no_network():
         r = _run(code)
     finally:
         srv.close()
-    assert r["status"] == "ok", r
-    assert "NET-CLOSED" in r["detail"]["output"] and "NET-OPEN" not in r["detail"]["output"]
+    assert r.status == "ok", r
+    assert "NET-CLOSED" in r.detail["output"] and "NET-OPEN" not in r.detail["output"]
 
 
 def test_cpu_workers_are_forked_from_the_fork_server_and_exec_still_works():
     code = starter_with("import os\nprint('PARENT', os.getppid(), 'GROUP', os.getpgrp() == os.getpid())")
 
     async def go(fork):
-        pool = EvaluatorPool(PoolSettings(mode="cpu", concurrency=1, trials=1, aot=False, fork_server=fork))
+        pool = EvaluatorPool(PoolSettings(mode="cpu", concurrency=1,
+                                          evaluation=EvalSettings(trials=1, aot_compile=False, fork_server=fork)))
         try:
             r = await pool.evaluate(code, {"builtin": "softmax"})
             zygote = pool._zygote.proc.pid if pool._zygote else None
@@ -113,10 +115,10 @@ def test_cpu_workers_are_forked_from_the_fork_server_and_exec_still_works():
             pool.close()
         return r, zygote
 
-    assert PoolSettings().fork_server is True   # the default, on the CPU and on GPUs
+    assert PoolSettings().evaluation.fork_server is True   # the default, on the CPU and on GPUs
     r, zygote = asyncio.run(go(True))
-    assert r["status"] == "ok", r
-    assert f"PARENT {zygote} GROUP True" in r["detail"]["output"]   # its own process group, for the kill
+    assert r.status == "ok", r
+    assert f"PARENT {zygote} GROUP True" in r.detail["output"]   # its own process group, for the kill
     r, zygote = asyncio.run(go(False))
-    assert zygote is None and r["status"] == "ok", r
-    assert "GROUP True" in r["detail"]["output"]
+    assert zygote is None and r.status == "ok", r
+    assert "GROUP True" in r.detail["output"]

@@ -1,0 +1,313 @@
+"""A runner: the process that holds one model (the candidate's ModelNew, or the reference for timing) and runs it on
+the inputs the judge gives it. It is the untrusted side of an evaluation: nothing it says is a verdict.
+
+It serves one judge over one socket (evaluators/wire.py frames), one request at a time:
+  setup {mode, threads, gpu_memory_fraction}         -> {pid, device}
+  load {role: candidate, path} | {role: reference, problem}
+  build {init, state, dtype, seed}                   the model, its weights sent by the judge (identical on both sides)
+  inputs {slot, values}                              CPU: values as bytes; GPU: {"alloc": spec} -> the runner allocates
+                                                     and describes them (IPC), and the judge writes them in place
+  call {slot}                                        -> {out, launches, threads, guard, tf32, inputs (CPU)}
+  batch {slots, n}                                   n calls rotating over the slots, outputs kept, device synchronized
+  describe {}                                        -> the kept outputs (IPC descriptors or bytes)
+  aot {problem}                                      -> the sm_90 compile report (CPU machines)
+  exit
+Every failure becomes an {"error": {...}} reply with text only; what the candidate raises is never re-raised in the
+judge. The launch, thread, identity and precision reports are advisory: they catch honest mistakes and naive
+cheats; a candidate that rewrites this process can falsify them, which is why the judge decides from outputs it
+reads itself and times with its own clock.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+import traceback
+
+import torch
+
+from kernelsearch.evaluators import wire
+
+MAX_SOURCE_BYTES = 1 << 20
+
+
+class _Failure(Exception):
+    def __init__(self, stage: str, err: BaseException | str):
+        super().__init__(str(err))
+        self.stage = stage
+        self.err = err
+
+
+def _describe_exception(err: BaseException) -> dict:
+    """Text of any exception, however malformed (a __str__ that raises, odd attributes, a non-str message)."""
+    try:
+        name = type(err).__name__
+        name = name if isinstance(name, str) else "exception"
+    except BaseException:  # noqa: BLE001
+        name = "exception"
+    try:
+        text = str(err)
+    except BaseException:  # noqa: BLE001
+        text = "<the exception could not be printed>"
+    try:
+        tb = "".join(traceback.format_exception(type(err), err, err.__traceback__, limit=-6))
+    except BaseException:  # noqa: BLE001
+        tb = ""
+    return {"type": name[:100], "text": text[:4000], "tb": tb[-6000:]}
+
+
+def _guard_targets() -> dict:
+    """What the runner itself relies on, and the timing/comparison functions a cheat would reach for."""
+    t = {"time.perf_counter": (time, "perf_counter"), "time.perf_counter_ns": (time, "perf_counter_ns"),
+         "time.time": (time, "time"), "time.monotonic": (time, "monotonic"),
+         "torch.cuda.synchronize": (torch.cuda, "synchronize"), "torch.cuda.Event": (torch.cuda, "Event"),
+         "torch.cuda.current_stream": (torch.cuda, "current_stream"),
+         "torch.allclose": (torch, "allclose"), "torch.isclose": (torch, "isclose"), "torch.equal": (torch, "equal"),
+         "torch.testing.assert_close": (torch.testing, "assert_close"),
+         "torch.Tensor.__eq__": (torch.Tensor, "__eq__"), "torch.Tensor.clone": (torch.Tensor, "clone"),
+         "torch.Tensor.to": (torch.Tensor, "to"), "torch.Tensor.fill_": (torch.Tensor, "fill_"),
+         "threading.active_count": (threading, "active_count"), "socket.socket.sendall": (socket.socket, "sendall")}
+    try:
+        from triton.runtime.jit import JITFunction
+        t["triton.JITFunction.run"] = (JITFunction, "run")
+    except ImportError:
+        pass
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+        t["triton.InterpretedFunction.run"] = (InterpretedFunction, "run")
+    except ImportError:
+        pass
+    return t
+
+
+class Runner:
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.mode = "cpu"
+        self.device = "cpu"
+        self.role = None
+        self.module = None
+        self.module_name = ""
+        self.language = None
+        self.source = ""
+        self.model = None
+        self.slots: dict[int, list] = {}
+        self.kept: list = []
+        self.ipc = None
+        self.launches = None
+        self.guard = None
+
+    # -- plumbing ---------------------------------------------------------------------------------------------
+    def reply(self, header: dict, buffers: list | None = None) -> None:
+        wire.send(self.sock, header, buffers or [])
+
+    def out_value(self, value, buffers: list, new_segments: dict):
+        if self.ipc is not None:
+            return wire.encode(value, buffers, lambda t: self._ipc_or_bytes(t, buffers, new_segments))
+        return wire.encode(value, buffers)
+
+    def _ipc_or_bytes(self, t: torch.Tensor, buffers: list, new_segments: dict):
+        if t.is_cuda:
+            return self.ipc.describe(t, new_segments)
+        return wire.encode_bytes(t, buffers)
+
+    def sync(self) -> None:
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+
+    # -- ops --------------------------------------------------------------------------------------------------
+    def op_setup(self, req: dict) -> dict:
+        self.mode = req.get("mode", "cpu")
+        torch.set_num_threads(int(req.get("threads", 1)))
+        if self.mode == "cuda":
+            self.device = "cuda"
+            torch.cuda.set_per_process_memory_fraction(float(req.get("gpu_memory_fraction", 0.8)), 0)
+            self.ipc = wire.IpcWriter()
+        torch.backends.cuda.matmul.allow_tf32 = False   # pinned as in the judge; a change is reported
+        torch.backends.cudnn.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
+        return {"pid": os.getpid(), "device": torch.cuda.get_device_name(0) if self.mode == "cuda" else "cpu"}
+
+    def op_load(self, req: dict) -> dict:
+        from kernelsearch.evaluators.anticheat import Guard, LaunchCounter
+        from kernelsearch.evaluators.problem import load_problem, load_source_module
+
+        self.role = req.get("role")
+        if self.role == "reference":
+            problem = load_problem(req["problem"])
+            self.module = problem.module
+            self.cls = self.module.Model
+            return {"ok": True}
+        path = req["path"]
+        with open(path, "rb") as f:
+            raw = f.read(MAX_SOURCE_BYTES + 1)
+        if len(raw) > MAX_SOURCE_BYTES:
+            raise _Failure("static", f"the candidate source is over the {MAX_SOURCE_BYTES}-byte cap")
+        self.source = raw.decode("utf-8", errors="replace")
+        self.language = req.get("language")
+        self.launches = LaunchCounter()
+        self.launches.install()
+        self.guard = Guard(_guard_targets())
+        self.module_name = f"ks_candidate_{os.getpid()}"
+        try:
+            self.module = load_source_module(self.source, self.module_name, filename=path)
+        except BaseException as err:  # noqa: BLE001
+            raise _Failure("compile", err) from None
+        if not hasattr(self.module, "ModelNew"):
+            raise _Failure("compile", "the candidate defines no ModelNew")
+        self.cls = self.module.ModelNew
+        return {"ok": True, "guard": self.guard.changed(), "tf32": self._tf32_changed()}
+
+    def _tf32_changed(self) -> bool:
+        return (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+                torch.get_float32_matmul_precision()) != (False, False, "highest")
+
+    def op_build(self, req: dict, buffers: list) -> dict:
+        init = wire.decode(req["init"], buffers)
+        state = {k: wire.decode(v, buffers) for k, v in (req.get("state") or {}).items()}
+        self.model = None
+        torch.manual_seed(int(req.get("seed", 0)))
+        try:
+            model = self.cls(*init)
+            if state and isinstance(model, torch.nn.Module):
+                model.load_state_dict(state, strict=False)
+            if isinstance(model, torch.nn.Module):
+                model = model.to(self.device)
+                if req.get("dtype"):
+                    model = model.to(wire.DTYPES[req["dtype"]])
+        except BaseException as err:  # noqa: BLE001
+            raise _Failure("compile", err) from None
+        if req.get("name") == "compile":
+            model = torch.compile(model)
+        self.model = model
+        self.kept = []
+        return {"ok": True}
+
+    def op_inputs(self, req: dict, buffers: list) -> tuple[dict, list]:
+        values, descs, out_bufs, segs = [], [], [], {}
+        for v in req["values"]:
+            if isinstance(v, dict) and "alloc" in v:   # GPU: the judge writes it in place
+                spec = v["alloc"]
+                t = torch.empty(wire._shape(spec.get("shape")), dtype=wire._dtype(spec.get("dtype")),
+                                device=self.device)
+                values.append(t)
+                descs.append(self.ipc.describe(t, segs))
+            else:
+                values.append(wire.decode(v, buffers, self.device))
+                descs.append(None)
+        self.slots[int(req["slot"])] = values
+        return {"descs": descs, "segs": segs}, out_bufs
+
+    def op_call(self, req: dict) -> tuple[dict, list]:
+        inputs = self.slots[int(req["slot"])]
+        threads = threading.active_count()
+        launched = self.launches.launches(self.module_name) if self.launches else 0
+        if self.device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        try:
+            with torch.no_grad():
+                out = self.model(*inputs)
+            self.sync()
+        except BaseException as err:  # noqa: BLE001
+            raise _Failure("call", err) from None
+        info = {"threads": threading.active_count() - threads,
+                "launches": (self.launches.launches(self.module_name) - launched) if self.launches else None,
+                "guard": self.guard.changed() if self.guard else [], "tf32": self._tf32_changed(),
+                "alias": _aliases(out, inputs)}
+        if self.device == "cuda":
+            info["peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
+        buffers, segs = [], {}
+        info["out"] = self.out_value(out, buffers, segs)
+        if self.device != "cuda":
+            info["inputs"] = wire.encode(inputs, buffers)
+        info["segs"] = segs
+        self.kept = [out]
+        return info, buffers
+
+    def op_batch(self, req: dict) -> dict:
+        slots = [self.slots[int(s)] for s in req["slots"]]
+        n = int(req["n"])
+        self.kept = []
+        model = self.model
+        try:
+            with torch.no_grad():
+                for i in range(n):
+                    self.kept.append(model(*slots[i % len(slots)]))
+            self.sync()
+        except BaseException as err:  # noqa: BLE001
+            raise _Failure("call", err) from None
+        return {"done": n}
+
+    def op_describe(self, req: dict) -> tuple[dict, list]:
+        buffers, segs = [], {}
+        outs = [self.out_value(o, buffers, segs) for o in self.kept]
+        return {"outs": outs, "segs": segs}, buffers
+
+    def op_aot(self, req: dict) -> dict:
+        from kernelsearch.evaluators.aot import aot_report
+        from kernelsearch.evaluators.problem import load_problem
+
+        report = aot_report(self.source, load_problem(req["problem"]), None)
+        return {"report": {k: report.get(k) for k in ("status", "kernels", "error", "wall_s")}}
+
+    # -- loop -------------------------------------------------------------------------------------------------
+    def serve(self) -> None:
+        while True:
+            try:
+                req, buffers = wire.recv(self.sock)
+            except EOFError:
+                return
+            op = req.get("op")
+            try:
+                if op == "exit":
+                    self.reply({"ok": True})
+                    return
+                handler = getattr(self, f"op_{op}", None)
+                if handler is None:
+                    raise _Failure("protocol", f"unknown op {op!r}")
+                res = handler(req, buffers) if op in ("build", "inputs") else handler(req)
+                header, bufs = res if isinstance(res, tuple) else (res, [])
+                self.reply(header, bufs)
+            except _Failure as f:
+                err = f.err if isinstance(f.err, BaseException) else None
+                desc = _describe_exception(err) if err is not None else {"type": "", "text": str(f.err), "tb": ""}
+                self.reply({"error": {"stage": f.stage, **desc}})
+            except BaseException as err:  # noqa: BLE001 - anything else is this op's failure, reported as text
+                self.reply({"error": {"stage": op or "protocol", **_describe_exception(err)}})
+
+
+def _aliases(out, inputs: list) -> list[int]:
+    ptrs = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor) and t.numel()}
+    hits = []
+    for j, o in enumerate(wire.flat_tensors(out)):
+        try:
+            if o.numel() and o.untyped_storage().data_ptr() in ptrs:
+                hits.append(j)
+        except Exception:  # noqa: BLE001 - a tensor without storage is refused by the judge's comparison
+            continue
+    return hits
+
+
+def serve_fd(fd: int) -> None:
+    """Serve the judge on the connected socket `fd`, then leave without the interpreter's teardown (a
+    candidate's atexit or __del__ changes nothing)."""
+    sock = socket.socket(fileno=fd)
+    try:
+        Runner(sock).serve()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+def main() -> None:
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    serve_fd(int(sys.argv[1]))
+
+
+if __name__ == "__main__":
+    main()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import statistics
@@ -97,7 +98,7 @@ def _stage_means(results: list[dict]) -> str:
 async def _batch(pool, items: list[tuple[str, str, str]]) -> list[dict]:
     async def one(label, family, src):
         try:
-            r = await pool.evaluate(src, {"builtin": family})
+            r = json.loads((await pool.evaluate(src, {"builtin": family})).to_json())
         except Exception as err:  # noqa: BLE001 - a pool failure is a row too
             r = {"status": "bench_error", "reason": f"{type(err).__name__}: {err}", "wall_s": 0.0}
         _say(f"  {label:<60} {_brief(r)}")
@@ -148,6 +149,7 @@ def main() -> int:
     timer.daemon = True
     timer.start()
 
+    from kernelsearch.evaluators.settings import EvalSettings
     from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings
 
     mode = "cpu" if args.dry_run else "cuda"
@@ -172,8 +174,9 @@ def main() -> int:
         except Exception:  # noqa: BLE001
             failures.append(f"rendering {fam} candidates:\n{traceback.format_exc()}")
             _say("FAIL " + failures[-1])
-    pool = EvaluatorPool(PoolSettings(mode=mode, gpus=[0], concurrency=conc, timeout_s=150,
-                                      fork_server=args.fork_server == "on", compare_compile=args.compare_compile))
+    pool = EvaluatorPool(PoolSettings(mode=mode, gpus=[0], concurrency=conc,
+                                      evaluation=EvalSettings(timeout_s=150, fork_server=args.fork_server == "on",
+                                                              compare_compile=args.compare_compile)))
     _say(f"fork server {args.fork_server}, torch.compile timed: {args.compare_compile}")
     loop = asyncio.new_event_loop()   # one loop for every batch: the fork server's reader lives on it
     _say(f"\n[1] throughput: {len(items)} candidates")

@@ -282,6 +282,8 @@ class IpcReader:
     def add_segments(self, segs: Any) -> None:
         if not isinstance(segs, dict):
             raise WireError("bad segment table")
+        if segs:
+            torch.empty(1, device="cuda")   # the driver calls below need this process's CUDA context current
         cu = _cu()
         for sid, info in segs.items():
             if not isinstance(info, dict) or not isinstance(info.get("size"), int) or info["size"] <= 0:

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from datetime import datetime
 from pathlib import Path
 
 from rich.console import Console
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
 from kernelsearch.agent.errors import AuthError
@@ -14,6 +16,8 @@ from kernelsearch.config import Config, parse_config
 from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings, detect_mode
 from kernelsearch.search.controller import Controller
 from kernelsearch.store import Run, open_store, session_scope
+from kernelsearch.store.database import StoreError
+from kernelsearch.store.integrity import damaged_rows, settle_damaged_kernels, summary
 from kernelsearch.store.queries import kernel_count, last_round, usage
 
 
@@ -74,28 +78,52 @@ class Progress:
 
 
 def check_problem(cfg: Config) -> None:
-    """Refuse a problem whose reference output is (near) constant: zeros or a constant would pass it."""
+    """Load the problem and run its reference on its own inputs: a file that does not load, or a reference that
+    fails, is a RunError of one line. Refuse a problem whose reference output is (near) constant: zeros or a
+    constant would pass it."""
     from kernelsearch.evaluators.anticheat import check_problem_variance
-    from kernelsearch.evaluators.problem import load_problem
+    from kernelsearch.evaluators.problem import ProblemError, describe_exception, load_problem
 
-    degenerate, message = check_problem_variance(load_problem(cfg.problem))
+    try:
+        problem = load_problem(cfg.problem)
+    except ProblemError as err:
+        raise RunError(str(err)) from None
+    try:
+        degenerate, message = check_problem_variance(problem)
+    except ProblemError as err:
+        raise RunError(str(err)) from None
+    except Exception as err:   # noqa: BLE001 - whatever the reference raises is the problem's, said in one line
+        raise RunError(f"problem {cfg.problem}: the reference failed on its own inputs: "
+                       f"{describe_exception(err)}") from None
     if degenerate and not cfg.evaluation.allow_degenerate_problem:
         raise RunError(f"{message} (set evaluation.allow_degenerate_problem: true to search it anyway)")
 
 
+def _open(db: Path):
+    """The store, checked page by page (a run or resume is about to write to it); a damaged one is a RunError."""
+    try:
+        return open_store(db, verify=True)
+    except StoreError as err:
+        raise RunError(str(err)) from None
+
+
 def start_run(cfg: Config, db: Path, name: str | None, console: Console) -> str:
     check_problem(cfg)
-    engine = open_store(db)
+    engine = _open(db)
     name = name or cfg.name or f"{Path(cfg.problem).stem}-{datetime.now():%Y%m%d-%H%M%S}"
-    with session_scope(engine) as s:
-        if s.exec(select(Run).where(Run.name == name)).first():
-            raise RunError(f"a run named {name!r} already exists in {db}; `kernelsearch resume {name}` continues it")
-        pool = pool_for(cfg)
-        run = Run(name=name, problem=cfg.problem, config_json=cfg.model_dump_json(),
-                  device="cpu-interpreter" if pool.s.mode == "cpu" else "cuda")
-        s.add(run)
-        s.flush()
-        run_id = run.id
+    exists = f"a run named {name!r} already exists in {db}; `kernelsearch resume {name}` continues it"
+    try:
+        with session_scope(engine) as s:
+            if s.exec(select(Run).where(Run.name == name)).first():
+                raise RunError(exists)
+            pool = pool_for(cfg)
+            run = Run(name=name, problem=cfg.problem, config_json=cfg.model_dump_json(),
+                      device="cpu-interpreter" if pool.s.mode == "cpu" else "cuda")
+            s.add(run)
+            s.flush()
+            run_id = run.id
+    except IntegrityError:   # another `run` of the same name stored its row between our check and our insert
+        raise RunError(exists) from None
     console.print(f"run {name} in {db}: problem {cfg.problem}, "
                   f"provider {cfg.role('ideas').provider}/{cfg.role('code').provider}, device "
                   + ("cpu: Triton interpreter, timings labelled cpu-interpreter (not GPU timings)"
@@ -121,17 +149,28 @@ def resume_run(name: str, db: Path, console: Console, *, evaluations: int | None
     evaluated first and its last round completed, as after a kill; wall time counts from the run's start."""
     if not Path(db).exists():
         raise RunError(f"no store at {db}")
-    engine = open_store(db)
+    engine = _open(db)
     with session_scope(engine) as s:
         run = s.exec(select(Run).where(Run.name == name)).first()
         if run is None:
             raise RunError(f"no run named {name!r} in {db}")
-        raw = json.loads(run.config_json)
+        damaged = damaged_rows(s, run.id)
+        try:
+            raw = json.loads(run.config_json)
+        except (TypeError, ValueError) as err:
+            raise RunError(f"run {name!r} in {db} is damaged: its stored config is not JSON ({err})") from None
         extended = _extend(s, run, raw, evaluations, wall_time_s, rounds)
         if run.status == "finished" and not extended:
             raise RunError(f"run {name!r} already finished ({run.stop_reason}); to go on, give it more: "
                            f"`kernelsearch resume {name} --evaluations N` (or --wall-time S, --rounds R)")
         cfg = parse_config(raw, source=f"run {name!r}'s stored config")
+        check_problem(cfg)   # before the run is marked running: a problem file broken since is refused here
+        if damaged:   # reported on stderr, one line each; queued kernels that cannot be evaluated are settled
+            print(f"warning: {summary(name, damaged)}", file=sys.stderr)
+            settled = settle_damaged_kernels(s, damaged)
+            if settled:
+                print(f"warning: queued kernel{'s' if len(settled) > 1 else ''} {', '.join(f'k{k}' for k in settled)} "
+                      "recorded as compile_error (damaged code), not evaluated", file=sys.stderr)
         if extended:
             run.config_json = cfg.model_dump_json()
         was = run.stop_reason if run.status == "finished" else None

@@ -13,6 +13,7 @@ from kernelsearch.store import DEFAULT_DB
 from kernelsearch.store import queries as q
 from kernelsearch.views import fmt
 from kernelsearch.views.paint import Paint, stdout_console
+from kernelsearch.store.integrity import shown_code
 from kernelsearch.views.session import DbOpt, fail, find_run, parse_kernel_id, read_only_session
 
 
@@ -40,10 +41,11 @@ def diff_cmd(
         return f"k{k.id} ({names.get(k.run_id, k.run_id)}, round {k.round}, {what})"
 
     ka, kb = ks
-    if ka.code == kb.code:
+    code_a, code_b = shown_code(ka.code), shown_code(kb.code)   # a damaged row's code is a line saying so
+    if code_a == code_b:
         typer.echo(f"k{ka.id} and k{kb.id} have identical code")
         return
-    lines = list(difflib.unified_diff(ka.code.splitlines(), kb.code.splitlines(), fromfile=label(ka),
+    lines = list(difflib.unified_diff(code_a.splitlines(), code_b.splitlines(), fromfile=label(ka),
                                       tofile=label(kb), n=context, lineterm=""))
     paint = Paint(stdout_console())
     styled = []

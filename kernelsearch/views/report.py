@@ -16,7 +16,8 @@ from kernelsearch.store import DEFAULT_DB
 from kernelsearch.store import queries as q
 from kernelsearch.store.models import Run
 from kernelsearch.views import fmt
-from kernelsearch.views.session import DbOpt, find_run, read_only_session
+from kernelsearch.store.integrity import shown_code
+from kernelsearch.views.session import DbOpt, find_run, read_only_session, warn_damaged
 
 
 def report_cmd(
@@ -28,6 +29,7 @@ def report_cmd(
     per-round statistics and cost."""
     with read_only_session(db) as s:
         run = find_run(s, name, db)
+        warn_damaged(s, run)
         page = build_report(s, run)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")
@@ -42,6 +44,7 @@ def build_report(session: Session, run: Run) -> str:
     points = q.progress(session, run.id)
     costs = q.cost_breakdown(session, run.id)
     hash_of, codes = q.kernel_codes(session, run.id)
+    codes = {h: shown_code(c) for h, c in codes.items()}   # a damaged row's code is a line saying so
     errors = q.error_texts(session, run.id)
     return _Report(run, t, st, rounds, points, costs, hash_of, codes, errors).html()
 

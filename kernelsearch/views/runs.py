@@ -8,7 +8,7 @@ from kernelsearch.store import DEFAULT_DB
 from kernelsearch.store import queries as q
 from kernelsearch.views import fmt
 from kernelsearch.views.paint import stdout_console
-from kernelsearch.views.session import DbOpt, read_only_session
+from kernelsearch.views.session import DbOpt, read_only_session, warn_damaged
 
 
 def runs_cmd(db: DbOpt = DEFAULT_DB) -> None:
@@ -23,6 +23,7 @@ def runs_cmd(db: DbOpt = DEFAULT_DB) -> None:
                     "tokens", "cost", "wall", "started"):
             table.add_column(col, justify="right" if col in ("rounds", "tokens", "cost", "wall") else "left")
         for run in runs:
+            warn_damaged(s, run)
             st = q.run_stats(s, run.id)
             best = "—" if st.best_speedup is None else f"{fmt.x(st.best_speedup)} k{st.best_kernel_id}"
             if st.best_speedup is not None and st.timing_kinds == [fmt.CPU_KIND]:

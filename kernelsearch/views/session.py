@@ -1,5 +1,6 @@
-"""Opening the store for the views: read-only, with a clear one-line error (exit code 2) for a missing store, an
-unknown run or a malformed kernel id."""
+"""Opening the store for the views: read-only, with a clear one-line error (exit code 2) for a missing store, a
+file that is not a store or is a damaged one, an unknown run or a malformed kernel id; and the one-line warning
+for a run with damaged rows (store/integrity.py), which the views show as they are rather than fail on."""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -12,7 +13,8 @@ from sqlalchemy.exc import DatabaseError
 from sqlmodel import Session
 
 from kernelsearch.store import queries as q
-from kernelsearch.store.database import open_store
+from kernelsearch.store.database import StoreError, open_store
+from kernelsearch.store.integrity import DamagedRow, damaged_rows, summary
 from kernelsearch.store.models import Evaluation, Run
 
 DbOpt = Annotated[Path, typer.Option("--db", help="The SQLite store to read.", show_default=True)]
@@ -31,6 +33,8 @@ def read_only_session(db: Path) -> Iterator[Session]:
         fail(f"no store at {db} (give one with --db)")
     try:
         engine = open_store(db, readonly=True)
+    except StoreError as e:
+        fail(str(e))
     except DatabaseError as e:
         fail(f"{db} is not a readable SQLite store: {e.orig if hasattr(e, 'orig') else e}")
 
@@ -47,9 +51,23 @@ def read_only_session(db: Path) -> Iterator[Session]:
                 session.execute(select(Evaluation.id).limit(1)).all()
             except DatabaseError:
                 fail(f"{db} is not a kernelsearch store (no run/evaluation tables)")
-            yield session
+            try:
+                yield session
+            except DatabaseError as e:   # a page found broken only when a query reached it
+                orig = getattr(e, "orig", None) or e
+                fail(f"{db} is a damaged store: SQLite says {str(orig).splitlines()[0] if str(orig) else orig!r}")
     finally:
         engine.dispose()
+
+
+def warn_damaged(session: Session, run: Run, kernel_id: int | None = None) -> list[DamagedRow]:
+    """One warning line on stderr when the run (or, given `kernel_id`, that kernel) has damaged rows."""
+    rows = damaged_rows(session, run.id)
+    if kernel_id is not None:
+        rows = [r for r in rows if r.kernel_id == kernel_id]
+    if rows:
+        typer.echo(f"warning: {summary(run.name, rows)}", err=True)
+    return rows
 
 
 def find_run(session: Session, name: str, db: Path) -> Run:

@@ -14,7 +14,8 @@ from kernelsearch.store import queries as q
 from kernelsearch.store.models import Run
 from kernelsearch.views import fmt
 from kernelsearch.views.paint import STATUS_STYLE, stdout_console
-from kernelsearch.views.session import DbOpt, fail, parse_kernel_id, read_only_session
+from kernelsearch.store.integrity import shown_code
+from kernelsearch.views.session import DbOpt, fail, parse_kernel_id, read_only_session, warn_damaged
 
 
 def _detail_lines(obj: Any, indent: int = 2, depth: int = 0) -> list[str]:
@@ -75,6 +76,8 @@ def show_cmd(
         if k is None:
             fail(f"no kernel {kid} in {db}")
         run = s.get(Run, k.run_id)
+        if run is not None:
+            warn_damaged(s, run, kernel_id=kid)
         ev = q.get_evaluation(s, kid)
         chain = q.lineage(s, kid)
     c = stdout_console()
@@ -132,8 +135,11 @@ def show_cmd(
         c.print(grid)
         try:
             detail = json.loads(ev.detail_json or "{}")
-        except json.JSONDecodeError:
-            detail = {"(unparsed detail)": ev.detail_json}
+        except (json.JSONDecodeError, TypeError):   # a damaged row (warned above): shown as it is
+            raw = ev.detail_json
+            detail = {"(unparsed detail)": raw if isinstance(raw, str) else repr(raw)[:500]}
+        if not isinstance(detail, dict):
+            detail = {"(detail that is not an object)": detail}
         if detail:
             c.print(Text("\ndetail (per stage)", style="bold"))
             lines = _detail_lines(detail)
@@ -150,6 +156,6 @@ def show_cmd(
         c.print(Text(lead + via + _kernel_brief(kr) + ("  ← this kernel" if kr.id == kid else "")), soft_wrap=True)
     from rich.syntax import Syntax  # pygments: imported only by the command that highlights
 
-    code = k.code.rstrip("\n")
+    code = shown_code(k.code).rstrip("\n")
     c.print(Text(f"\ncode ({k.language}, {code.count(chr(10)) + 1} lines)", style="bold"))
     c.print(Syntax(code, "python", line_numbers=True, word_wrap=False, theme="ansi_dark"), soft_wrap=True)

@@ -13,7 +13,7 @@ from kernelsearch.store import queries as q
 from kernelsearch.store.models import Run
 from kernelsearch.views import fmt
 from kernelsearch.views.paint import STATUS_STYLE, Paint, stdout_console
-from kernelsearch.views.session import DbOpt, fail, find_run, read_only_session
+from kernelsearch.views.session import DbOpt, fail, find_run, read_only_session, warn_damaged
 
 FAILED = "failed"          # --status failed: every evaluated status but ok
 
@@ -224,6 +224,7 @@ def tree_cmd(
         fail(f"unknown --status {status!r}; one of: {', '.join((*q.STATUSES, q.QUEUED, FAILED))}")
     with read_only_session(db) as s:
         run = find_run(s, name, db)
+        warn_damaged(s, run)
         t = q.tree(s, run.id)
         st = q.run_stats(s, run.id)
     view = _TreeView(t, best=best, status=status, round_=round_, depth=depth)

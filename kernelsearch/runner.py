@@ -27,12 +27,8 @@ class RunError(Exception):
 
 def pool_for(cfg: Config) -> EvaluatorPool:
     mode, gpus = detect_mode(cfg.device)
-    e = cfg.evaluation
     return EvaluatorPool(PoolSettings(mode=mode, gpus=gpus, concurrency=cfg.search.concurrency,
-                                      timeout_s=e.timeout_s, trials=e.trials, timing_iters=e.timing_iters,
-                                      compare_compile=e.compare_compile, aot=e.aot_compile,
-                                      isolate_network=e.isolate_network, cpu_memory_gb=e.cpu_memory_gb,
-                                      gpu_memory_fraction=e.gpu_memory_fraction, fork_server=e.fork_server))
+                                      evaluation=cfg.evaluation))
 
 
 class Progress:

@@ -11,9 +11,9 @@ from rich.text import Text
 
 from kernelsearch.store import DEFAULT_DB
 from kernelsearch.store import queries as q
+from kernelsearch.store.integrity import shown_code
 from kernelsearch.views import fmt
 from kernelsearch.views.paint import Paint, stdout_console
-from kernelsearch.store.integrity import shown_code
 from kernelsearch.views.session import DbOpt, fail, find_run, parse_kernel_id, read_only_session
 
 

@@ -14,9 +14,9 @@ from sqlmodel import Session
 
 from kernelsearch.store import DEFAULT_DB
 from kernelsearch.store import queries as q
+from kernelsearch.store.integrity import shown_code
 from kernelsearch.store.models import Run
 from kernelsearch.views import fmt
-from kernelsearch.store.integrity import shown_code
 from kernelsearch.views.session import DbOpt, find_run, read_only_session, warn_damaged
 
 

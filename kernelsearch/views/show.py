@@ -11,10 +11,10 @@ from rich.text import Text
 
 from kernelsearch.store import DEFAULT_DB
 from kernelsearch.store import queries as q
+from kernelsearch.store.integrity import shown_code
 from kernelsearch.store.models import Run
 from kernelsearch.views import fmt
 from kernelsearch.views.paint import STATUS_STYLE, stdout_console
-from kernelsearch.store.integrity import shown_code
 from kernelsearch.views.session import DbOpt, fail, parse_kernel_id, read_only_session, warn_damaged
 
 

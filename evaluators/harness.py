@@ -15,10 +15,8 @@ import contextlib
 import copy
 import gc
 import hashlib
-import math
 import os
 import signal
-import statistics
 import time
 from typing import Callable, ContextManager
 
@@ -38,11 +36,6 @@ try:   # the static scan moves to static.py (issue 18); either home works
 except ImportError:   # pragma: no cover
     from kernelsearch.evaluators.anticheat import scan_source
 
-L2_BYTES = 50 * 2**20          # the H200's L2; timing input sets together are at least twice this
-MAX_SLOTS = 4                  # input sets rotated in a timed batch
-KEPT_BYTES = 6 * 2**30         # a timed batch keeps every output (each is checked): at most this many bytes
-MIN_BATCHES, MAX_BATCHES = 3, 6
-TARGET_SPREAD = 0.02
 FLOOR_SLACK = 0.95             # a time below 95 % of the I/O floor is impossible
 
 
@@ -370,127 +363,9 @@ class Judge:
 
     # -- timing ---------------------------------------------------------------------------------------------
     def timing(self) -> dict:
-        """The judge's clock: wall time around a batch of calls, each side in its own runner.
+        from kernelsearch.evaluators.clock import time_sides
 
-        A batch is: the judge sends `batch(n)`; the runner makes n calls rotating over its input slots, keeps every
-        output, synchronizes the device and replies; the judge's perf_counter spans send to reply. Then the judge
-        freezes the runner (SIGSTOP) and checks every output of the batch in place against the references of that
-        batch's inputs, which are fresh each batch (so nothing cached from an earlier batch is right). Work left
-        unfinished when the runner replied is caught by that check; work done only on some calls is caught by it
-        too. The reference runs the same batches in a process that never loaded the candidate; sides alternate
-        first. Per-call time is batch time / n, median over batches."""
-        case = self.problem.timed_case if self.mode == "cuda" else self.problem.cpu_timed_case()
-        seed = _seed(self.secret, "timing")
-        atol, rtol = self.problem.tolerance(case.dtype)
-        probe = self.problem.build_inputs(case, _seed(seed, "probe"), self.device)
-        in_bytes = _nbytes(probe)
-        sides = {"candidate": self.cand}
-        sides["eager"] = self._runner("reference")
-        self._ask(sides["eager"], {"op": "load", "role": "reference", "problem": self.problem.ref},
-                  "loading the reference", "timing")
-        compiled = self.s.compare_compile and self.mode == "cuda"
-        if compiled:
-            sides["compile"] = self._runner("reference")
-            self._ask(sides["compile"], {"op": "load", "role": "reference", "problem": self.problem.ref,
-                                         "compile": True}, "loading the reference", "timing")
-        ref = None
-        for name, r in sides.items():
-            ref = self._build(r, case, seed, "timing", "compile" if name == "compile" else "eager")
-        want0, _ = references(ref, probe, torch.float32 if self.mode == "cuda" else None)
-        out_bytes = _nbytes(want0)
-        del want0, probe
-        if self.mode == "cuda":
-            slots = max(2, min(MAX_SLOTS, math.ceil(2 * L2_BYTES / max(in_bytes, 1))))
-            n = max(slots, min(self.s.timing_iters, KEPT_BYTES // max(out_bytes, 1)))
-            n -= n % slots
-            batches = (MIN_BATCHES, MAX_BATCHES)
-        else:
-            slots, n, batches = 1, max(2, min(self.s.timing_iters, 3)), (1, 2)
-        self.detail["timing_plan"] = {"slots": slots, "calls_per_batch": n, "in_bytes": in_bytes,
-                                      "out_bytes": out_bytes}
-        per_call: dict[str, list[float]] = {k: [] for k in sides}
-        t_stage = time.perf_counter()
-        # batch -1 primes every side (Triton's JIT, torch.compile) under a shared lease, beside other
-        # candidates' checks; the timed batches and their checks then hold the device alone, in one exclusive lease
-        self._batch(-1, sides, seed, case, slots, n, ref, atol, rtol, per_call)
-        with self.lease("exclusive"):
-            if self.mode == "cuda" and self.ceilings is None:
-                from kernelsearch.evaluators.roofline import ceilings
-
-                self.ceilings = ceilings("cuda")   # measured once per device, only while holding the device alone
-            for b in range(batches[1]):
-                self._batch(b, sides, seed, case, slots, n, ref, atol, rtol, per_call)
-                if b + 1 >= batches[0] and all(_spread(v) <= TARGET_SPREAD for v in per_call.values()):
-                    break
-        self.detail.setdefault("stage_s", {})["timing_loop"] = round(time.perf_counter() - t_stage, 3)
-        for name, r in sides.items():
-            if name != "candidate":
-                r.close()
-        out = {"time_ms": statistics.median(per_call["candidate"]), "ref_time_ms": statistics.median(per_call["eager"]),
-               "timing_case": case.describe(), "in_bytes": in_bytes, "out_bytes": out_bytes,
-               "timings": {k: {"median_ms": statistics.median(v), "spread": _spread(v), "batches": len(v),
-                               "calls_per_batch": n, "min_ms": min(v), "max_ms": max(v)} for k, v in per_call.items()}}
-        out["speedup"] = out["ref_time_ms"] / out["time_ms"] if out["time_ms"] > 0 else None
-        if compiled:
-            out["compile_ref_time_ms"] = statistics.median(per_call["compile"])
-            out["speedup_compile"] = out["compile_ref_time_ms"] / out["time_ms"]
-        out["case"] = case
-        return out
-
-    def _batch(self, b: int, sides: dict, seed: int, case: Case, slots: int, n: int, ref, atol: float, rtol: float,
-               per_call: dict) -> None:
-        """One batch on every side (fresh inputs, the same on each side), then every output of the candidate's."""
-        sets = [self.problem.build_inputs(case, _seed(seed, b, i), self.device) for i in range(slots)]
-        prime = self.lease("shared") if b < 0 else contextlib.nullcontext()
-        with prime:
-            for r in sides.values():
-                for i, inputs in enumerate(sets):
-                    self._put(r, i, inputs, "timing")
-            expected = [references(ref, inputs) for inputs in sets]
-            clock: dict[str, tuple[float, float]] = {}
-            for name in (list(sides) if b % 2 == 0 else list(sides)[::-1]):   # neither side always goes first
-                r = sides[name]
-                t0 = time.perf_counter()
-                self._ask(r, {"op": "batch", "slots": list(range(slots)), "n": n}, "a timed batch", "timing")
-                t1 = time.perf_counter()
-                reply, bufs = self._ask(r, {"op": "describe"}, "describing a timed batch", "timing")
-                t2 = time.perf_counter()
-                if name == "candidate":
-                    r.freeze()   # from here on nothing runs in the candidate's process until its outputs are read
-                    cand_reply, cand_bufs = reply, bufs
-                clock[name] = (t1 - t0, t2 - t1)
-                del reply, bufs
-            if b >= 0:
-                # the describe step is off the clock only as far as the reference's own takes: a candidate that
-                # computes its outputs when asked for them (lazily) is charged for that time
-                for name, (t_batch, t_desc) in clock.items():
-                    extra = max(0.0, t_desc - clock["eager"][1]) if name == "candidate" else 0.0
-                    per_call[name].append((t_batch + extra) * 1e3 / n)
-            self._check_batch(sides["candidate"], cand_reply, cand_bufs, expected, slots, n, atol, rtol)
-
-    def _check_batch(self, r: RunnerClient, reply: dict, bufs: list, expected: list, slots: int, n: int,
-                     atol: float, rtol: float) -> None:
-        """Check every output of a timed batch (the runner is frozen; thawed after)."""
-        try:
-            outs = reply.get("outs")
-            if not isinstance(outs, list) or len(outs) != n:
-                got_n = len(outs) if isinstance(outs, list) else "no"
-                raise CandidateFailure(Status.crash, f"a timed batch returned {got_n} outputs for {n} calls",
-                                       stage="timing")
-            for k, obj in enumerate(outs):
-                try:
-                    got = wire.decode(obj, bufs, self.device, r.ipc)
-                except wire.WireError as err:
-                    raise CandidateFailure(Status.crash, f"a timed call's output is malformed: {err}",
-                                           stage="timing") from None
-                want, want_hi = expected[k % slots]
-                cmp = compare(got, want, want_hi, atol, rtol)
-                if not cmp.ok:
-                    raise CandidateFailure(Status.incorrect, f"a timed call's output (call {k} of a batch of {n}) is "
-                                           f"wrong: {cmp.reason}", cmp.detail or None, stage="timing")
-                del got
-        finally:
-            r.thaw()
+        return time_sides(self)
 
     # -- helpers --------------------------------------------------------------------------------------------
     def _add_s(self, key: str, since: float) -> None:
@@ -511,13 +386,6 @@ class Judge:
     def close(self) -> None:
         if self.cand is not None:
             self.cand.close()
-
-
-def _spread(v: list[float]) -> float:
-    if len(v) < 3:
-        return float("inf") if len(v) < 2 else abs(v[0] - v[1]) / max(min(v), 1e-12)
-    med = statistics.median(v)
-    return (max(v) - min(v)) / med if med > 0 else 0.0
 
 
 def _own(value):

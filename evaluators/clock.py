@@ -1,0 +1,198 @@
+"""The judge's clock: how the judge times a candidate whose launches happen in another process.
+
+The judge's own wall clock (perf_counter) spans a batch: the judge sends `batch`, the runner runs n calls and
+synchronizes the device, the judge receives the reply. Each side (the candidate, the eager reference, torch.compile
+where asked) runs the same batches in its own runner; the reference's runners never loaded the candidate; sides
+alternate which goes first. What makes the reading honest:
+- n distinct input sets per batch, fresh each batch (every slot rewritten by the judge, with the candidate's
+  process frozen, SIGSTOP, so nothing it runs on the host sees the new inputs before its clock starts), so no
+  answer computed earlier is right, and together they are far larger than the L2;
+- every output of every timed call is read by the judge and compared, with the candidate frozen (on a GPU in place
+  through CUDA IPC): a call skipped, or finished after the runner said it was done, is `incorrect`;
+- the runner's describe step (handing over its outputs) is charged to the candidate as far as it takes longer than
+  the reference's own, so computing outputs when they are asked for pays;
+- on a GPU each side's n calls are captured once into one CUDA graph and each batch replays it, so the clock times
+  the kernels, not the host's launch overhead (a forward that cannot be captured is timed by an eager loop, its
+  launch overhead included, and the detail says so); the fixed cost of a batch (socket round trip, graph launch,
+  synchronize), measured on the reference's runner with empty batches, is subtracted from every side.
+Per-call time is (batch time - fixed cost) / n, median over 3 to 6 batches (until the spread is under 2 %).
+On the CPU (Triton's interpreter) the same loop runs without graphs; its times rank kernels for the interpreter.
+"""
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+
+import torch
+
+from kernelsearch.evaluators import wire
+from kernelsearch.evaluators.correctness import compare
+from kernelsearch.evaluators.numerics import references
+from kernelsearch.evaluators.status import CandidateFailure, Status
+
+BATCH_BYTES = 8 * 2**30        # inputs + outputs of one side's batch (GPU): n is as many calls as fit
+MIN_CALLS = 2
+MIN_BATCHES, MAX_BATCHES = 3, 6
+TARGET_SPREAD = 0.02
+FIXED_COST_SAMPLES = 7
+
+
+def spread(v: list[float]) -> float:
+    """(max - min) / median; infinite with fewer than two readings."""
+    if len(v) < 2:
+        return float("inf")
+    med = statistics.median(v)
+    return (max(v) - min(v)) / med if med > 0 else 0.0
+
+
+def _nbytes(values) -> int:
+    return sum(t.numel() * t.element_size() for t in wire.flat_tensors(values))
+
+
+def time_sides(j) -> dict:
+    """Time the candidate against the reference(s) for the judge `j` (harness.Judge)."""
+    from kernelsearch.evaluators.harness import _seed
+
+    cuda = j.mode == "cuda"
+    case = j.problem.timed_case if cuda else j.problem.cpu_timed_case()
+    seed = _seed(j.secret, "timing")
+    atol, rtol = j.problem.tolerance(case.dtype)
+
+    def inputs_of(b: int, k: int) -> list:
+        return j.problem.build_inputs(case, _seed(seed, b, k), j.device)
+
+    probe = inputs_of(-2, 0)
+    in_bytes = _nbytes(probe)
+    sides = {"candidate": j.cand, "eager": j._runner("reference")}
+    j._ask(sides["eager"], {"op": "load", "role": "reference", "problem": j.problem.ref},
+           "loading the reference", "timing")
+    if j.s.compare_compile and cuda:
+        sides["compile"] = j._runner("reference")
+        j._ask(sides["compile"], {"op": "load", "role": "reference", "problem": j.problem.ref},
+               "loading the reference", "timing")
+    ref = None
+    for name, r in sides.items():
+        ref = j._build(r, case, seed, "timing", "compile" if name == "compile" else "eager")
+    with torch.no_grad():
+        out_bytes = _nbytes(ref(*probe))
+    del probe
+    if cuda:
+        n = max(MIN_CALLS, min(j.s.timing_iters, BATCH_BYTES // max(in_bytes + out_bytes, 1)))
+        batches = (MIN_BATCHES, MAX_BATCHES)
+    else:
+        n, batches = max(MIN_CALLS, min(j.s.timing_iters, 3)), (1, 2)
+    plan = {"calls_per_batch": n, "in_bytes": in_bytes, "out_bytes": out_bytes, "graphs": {}}
+    j.detail["timing_plan"] = plan
+    t_stage = time.perf_counter()
+    views: dict[str, list] = {}
+    with j.lease("shared"):   # slots, graphs and a priming batch (Triton's JIT, torch.compile) beside other checks
+        first = [inputs_of(-1, k) for k in range(n)]
+        for name, r in sides.items():
+            views[name] = [j._put(r, k, first[k], "timing") for k in range(n)]
+            if cuda:
+                reply, _ = j._ask(r, {"op": "graph", "slots": list(range(n))}, "capturing a CUDA graph", "timing")
+                plan["graphs"][name] = True if reply.get("graph") else f"no: {str(reply.get('why'))[:200]}"
+            j._ask(r, {"op": "batch", "slots": list(range(n)), "n": n}, "a priming batch", "timing")
+        del first
+        fixed = 0.0
+        if cuda:   # the fixed cost of a batch, on the reference's runner: an empty batch's round trip
+            samples = []
+            for _ in range(FIXED_COST_SAMPLES):
+                t0 = time.perf_counter()
+                j._ask(sides["eager"], {"op": "batch", "slots": [], "n": 0}, "an empty batch", "timing")
+                samples.append(time.perf_counter() - t0)
+            fixed = statistics.median(samples)
+            plan["fixed_ms"] = round(fixed * 1e3, 4)
+    per_call: dict[str, list[float]] = {k: [] for k in sides}
+    with j.lease("exclusive"):
+        if cuda and j.ceilings is None:
+            from kernelsearch.evaluators.roofline import ceilings
+
+            j.ceilings = ceilings("cuda")   # measured once per device, only while holding it alone
+        for b in range(batches[1]):
+            _refill(j, sides, views, inputs_of, b, n)
+            clock: dict[str, tuple[float, float]] = {}
+            for name in (list(sides) if b % 2 == 0 else list(sides)[::-1]):   # neither side always first
+                r = sides[name]
+                t0 = time.perf_counter()
+                j._ask(r, {"op": "batch", "slots": list(range(n)), "n": n}, "a timed batch", "timing")
+                t1 = time.perf_counter()
+                reply, bufs = j._ask(r, {"op": "describe"}, "describing a timed batch", "timing")
+                t2 = time.perf_counter()
+                if name == "candidate":
+                    r.freeze()   # nothing runs in the candidate's process until its outputs are read
+                    cand_reply, cand_bufs = reply, bufs
+                clock[name] = (t1 - t0, t2 - t1)
+                del reply, bufs
+            for name, (t_batch, t_desc) in clock.items():
+                extra = max(0.0, t_desc - clock["eager"][1]) if name == "candidate" else 0.0
+                per_call[name].append(max(t_batch - fixed + extra, 0.0) * 1e3 / n)
+            _check(j, sides["candidate"], cand_reply, cand_bufs, inputs_of, b, n, ref, atol, rtol)
+            del cand_reply, cand_bufs
+            if b + 1 >= batches[0] and all(spread(v) <= TARGET_SPREAD for v in per_call.values()):
+                break
+    j.detail.setdefault("stage_s", {})["timing_loop"] = round(time.perf_counter() - t_stage, 3)
+    for name, r in sides.items():
+        if name != "candidate":
+            r.close()
+    del views
+    med = {k: statistics.median(v) for k, v in per_call.items()}
+    out = {"time_ms": med["candidate"], "ref_time_ms": med["eager"], "timing_case": case.describe(),
+           "in_bytes": in_bytes, "out_bytes": out_bytes,
+           "timings": {k: {"median_ms": med[k], "spread": spread(v), "batches": len(v), "calls_per_batch": n,
+                           "min_ms": min(v), "max_ms": max(v)} for k, v in per_call.items()}}
+    out["speedup"] = med["eager"] / med["candidate"] if med["candidate"] > 0 else None
+    if "compile" in med:
+        out["compile_ref_time_ms"] = med["compile"]
+        out["speedup_compile"] = med["compile"] / med["candidate"] if med["candidate"] > 0 else None
+    out["case"] = case
+    return out
+
+
+def _refill(j, sides: dict, views: dict, inputs_of, b: int, n: int) -> None:
+    """Fresh inputs in every slot of every side. On a GPU the judge writes them in place, the candidate frozen."""
+    cand = sides["candidate"]
+    if j.mode == "cuda":
+        cand.freeze()
+        try:
+            for k in range(n):
+                x = inputs_of(b, k)
+                for name in sides:
+                    for view, v in zip(views[name][k], x):
+                        if isinstance(v, torch.Tensor):
+                            view.copy_(v)
+                del x
+            torch.cuda.synchronize()
+        finally:
+            cand.thaw()
+        return
+    for k in range(n):
+        x = inputs_of(b, k)
+        for r in sides.values():
+            j._put(r, k, x, "timing")
+
+
+def _check(j, r, reply: dict, bufs: list, inputs_of, b: int, n: int, ref, atol: float, rtol: float) -> None:
+    """Every output of the candidate's timed batch against the reference on that call's inputs (runner frozen)."""
+    try:
+        outs = reply.get("outs")
+        if not isinstance(outs, list) or len(outs) != n:
+            got_n = len(outs) if isinstance(outs, list) else "no"
+            raise CandidateFailure(Status.crash, f"a timed batch returned {got_n} outputs for {n} calls",
+                                   stage="timing")
+        for k, obj in enumerate(outs):
+            try:
+                got = wire.decode(obj, bufs, j.device, r.ipc)
+            except wire.WireError as err:
+                raise CandidateFailure(Status.crash, f"a timed call's output is malformed: {err}",
+                                       stage="timing") from None
+            want, want_hi = references(ref, inputs_of(b, k))
+            cmp = compare(got, want, want_hi, atol, rtol)
+            if not cmp.ok:
+                raise CandidateFailure(Status.incorrect, f"a timed call's output (call {k} of a batch of {n}) is "
+                                       f"wrong: {cmp.reason}", cmp.detail or None, stage="timing")
+            del got, want, want_hi
+    finally:
+        with contextlib.suppress(Exception):
+            r.thaw()

@@ -260,6 +260,10 @@ class Runner:
         key = tuple(int(s) for s in req["slots"])
         n = int(req["n"])
         model = self.model
+        timed = bool(req.get("events")) and self.device == "cuda"
+        if timed:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
         try:
             if self.graph is not None and self.graph[0] == key and n == len(key):
                 self.graph[1].replay()
@@ -270,10 +274,14 @@ class Runner:
                 with torch.no_grad():
                     for i in range(n):
                         self.kept.append(model(*slots[i % len(slots)]))
+            if timed:
+                end.record()
             self.sync()
         except BaseException as err:  # noqa: BLE001
             raise _Failure("call", err) from None
-        return {"done": n}
+        # events are asked of the reference's runners only: the judge trusts them there (reference code) to tell
+        # the wall clock's overhead from the device time; a candidate's would be the candidate's word
+        return {"done": n, "event_ms": start.elapsed_time(end) if timed else None}
 
     def op_describe(self, req: dict) -> tuple[dict, list]:
         buffers, segs = [], {}

@@ -1,8 +1,7 @@
 """Anti-cheat checks against the known ways a candidate wins without doing the work (issue 5).
 
-Static (before the candidate is loaded): `scan_source` rejects torch ops that compute the operation outside the
-candidate's kernels (check 1) and try/except handlers that fall back to torch (check 2), and notes low-precision
-casts (check 10, reported with a tolerance failure).
+Static (before any process loads the candidate): `scan_source`, in evaluators/static.py, rejects torch compute
+reached from host code by any route it can resolve (checks 1 and 2) and notes low-precision casts (check 10).
 Run time (in the worker, see harness.Evaluator): `LaunchCounter` proves the candidate's own Triton kernels ran
 during each forward (checks 1, 2); `Guard` captures the identity of the timer, synchronize and comparison
 functions before the candidate is loaded and verifies them after load and after every call (check 7);
@@ -11,104 +10,11 @@ Every reason starts with the name of its check, so a stored result says which ch
 """
 from __future__ import annotations
 
-import ast
 import threading
 
 import torch
 
 from kernelsearch.evaluators.status import CandidateFailure, Status
-
-# torch calls that compute (attribute names; called as torch.X, F.X, torch.nn.functional.X or tensor.X)
-DENY = frozenset("""
-softmax log_softmax softmin matmul mm bmm addmm addbmm baddbmm addmv mv dot vdot inner outer einsum tensordot
-linear bilinear conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d layer_norm rms_norm
-group_norm batch_norm instance_norm normalize sum nansum mean nanmean prod cumsum cumprod logsumexp exp exp2
-expm1 log log2 log1p sqrt rsqrt pow amax amin max min var std var_mean std_mean norm cross_entropy nll_loss
-mse_loss scaled_dot_product_attention multi_head_attention_forward relu relu_ gelu silu sigmoid tanh
-leaky_relu elu selu softplus mish hardswish hardsigmoid glu embedding topk sort argmax argmin kthvalue median
-chain_matmul linalg
-""".split())
-# modules of torch compute whose every call is compute (torch.nn.functional.*, torch.linalg.*, torch.special.*)
-DENY_MODULES = ("torch.nn.functional", "F", "torch.linalg", "torch.special", "torch.fft", "nn.functional")
-# receivers that are not tensors: their calls of these names are plain Python / Triton
-SAFE_RECEIVERS = ("math", "tl", "triton", "np", "numpy", "builtins", "statistics", "os", "sys", "libdevice")
-
-LOW_PRECISION = ("float16", "half", "bfloat16", "float8", "tf32", "allow_tf32")
-
-
-def _is_kernel(fn: ast.AST) -> bool:
-    for dec in getattr(fn, "decorator_list", []):
-        target = dec.func if isinstance(dec, ast.Call) else dec
-        name = ast.unparse(target)
-        if name.endswith(("jit", "autotune", "heuristics")):
-            return True
-    return False
-
-
-def _host_nodes(tree: ast.AST):
-    """Every node outside @triton.jit (and autotune/heuristics) functions: the host code of the candidate."""
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _is_kernel(node):
-            continue
-        yield node
-        stack.extend(ast.iter_child_nodes(node))
-
-
-def _compute_call(node: ast.AST) -> str | None:
-    """The name of the torch compute op `node` applies, or None."""
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
-        return "@ (matmul operator)"
-    if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.MatMult):
-        return "@= (matmul operator)"
-    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
-        return None
-    receiver = ast.unparse(node.func.value)
-    attr = node.func.attr
-    if receiver.split(".")[0] in SAFE_RECEIVERS:
-        return None
-    if receiver in DENY_MODULES or receiver.startswith(("torch.linalg", "torch.special", "torch.nn.functional")):
-        return f"{receiver}.{attr}"
-    if attr in DENY:
-        return f"{receiver}.{attr}"
-    return None
-
-
-def scan_source(source: str, language: str | None = "triton") -> dict:
-    """Static anti-cheat scan of the host code. Raises CandidateFailure(rejected); returns notes for the detail."""
-    tree = ast.parse(source)
-    notes: dict = {}
-    if language == "triton":
-        for node in _host_nodes(tree):
-            if isinstance(node, ast.Try):
-                for handler in node.handlers:
-                    for sub in ast.walk(handler):
-                        op = _compute_call(sub)
-                        called = ast.unparse(sub.func) if isinstance(sub, ast.Call) else ""
-                        if op or called in ("Model", "super().forward") or called.endswith("Model"):
-                            raise CandidateFailure(
-                                Status.rejected, f"fallback check: an except handler (line {handler.lineno}) "
-                                f"computes with torch or the reference ({op or called}) instead of the kernel",
-                                stage="static")
-        for node in _host_nodes(tree):
-            op = _compute_call(node)
-            if op:
-                raise CandidateFailure(
-                    Status.rejected, f"torch-compute check: line {node.lineno} computes with a torch op ({op}) "
-                    "outside the candidate's own kernels; host code may only allocate and reshape",
-                    stage="static")
-    casts = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            if node.func.attr in ("half", "bfloat16"):
-                casts.add(ast.unparse(node)[:60])
-            elif node.func.attr in ("to", "cast", "astype") and any(
-                    w in ast.unparse(a) for a in node.args for w in LOW_PRECISION):
-                casts.add(ast.unparse(node)[:60])
-    if casts:
-        notes["low_precision_casts"] = sorted(casts)
-    return notes
 
 
 class LaunchCounter:

@@ -28,13 +28,8 @@ from kernelsearch.evaluators.numerics import _no_worse_than_eager, _overflows, r
 from kernelsearch.evaluators.problem import DTYPES, Case, Problem
 from kernelsearch.evaluators.result import EvalResult
 from kernelsearch.evaluators.settings import EvalSettings
-from kernelsearch.evaluators.static import check_source
+from kernelsearch.evaluators.static import check_source, scan_source
 from kernelsearch.evaluators.status import CandidateFailure, Status
-
-try:   # the static scan moves to static.py (issue 18); either home works
-    from kernelsearch.evaluators.static import scan_source
-except ImportError:   # pragma: no cover
-    from kernelsearch.evaluators.anticheat import scan_source
 
 FLOOR_SLACK = 0.95             # a time below 95 % of the I/O floor is impossible
 

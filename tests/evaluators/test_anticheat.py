@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelsearch.evaluators.anticheat import check_problem_variance, scan_source
+from kernelsearch.evaluators.anticheat import check_problem_variance
 from kernelsearch.evaluators.families.softmax import STARTER
 from kernelsearch.evaluators.problem import load_family, load_file
 from kernelsearch.evaluators.settings import EvalSettings
+from kernelsearch.evaluators.static import scan_source
 from kernelsearch.evaluators.status import CandidateFailure
 from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings
 
@@ -30,7 +31,9 @@ EXPECT = {
     "thread": ("rejected", "thread check"),
     "patch_on_load": ("rejected", "identity check"),
     "patch_in_forward": ("rejected", "identity check"),
-    "gc_search": ("incorrect", "case "),
+    # its `import gc` is rejected by the static scan since issue 18 (it found nothing before: the candidate runs
+    # first, and since the judge in a process that holds no expected output); was ("incorrect", "case ")
+    "gc_search": ("rejected", "introspection check"),
     "alias": ("rejected", "aliasing check"),
     "subclass": ("incorrect", "expected a plain torch.Tensor"),
     "fp16": ("incorrect", "precision check"),

@@ -1,0 +1,185 @@
+"""The judge against an adversarial candidate (issue 18): one fixture per attack class in tests/fixtures/cheats/judge/,
+each a real attempt that fools a harness sharing the candidate's process, evaluated through the real pool on the
+CPU interpreter. Each must come back rejected or incorrect (a forged verdict may also end as a crash: the attack
+breaks the candidate's own process); a timing attack may pass only at the honest starter's speed; the honest
+fixture with helpers named like torch ops must be ok; and a candidate may neither write its own verdict into the
+run's store nor read the files of the candidates evaluated beside it.
+
+Figures of each fixture against the shared-process harness (before the judge) are in the fixtures' folder,
+tests/fixtures/cheats/judge/README.md.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import secrets
+import shutil
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelsearch.evaluators.families.softmax import STARTER
+from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings
+
+JUDGE = Path(__file__).resolve().parents[1] / "fixtures" / "cheats" / "judge"
+
+# the attack takes the answer from the reference, or makes the comparison agree: the verdict must not be ok
+CORRECTNESS = {"frames_reference", "gc_reference", "code_swap", "torch_function_mode", "reference_does_work",
+               "nn_module", "functional_attr", "getattr_built", "eval_exec", "dunder_import", "aten_ops",
+               "alias_import"}
+# the attack writes or raises a verdict of its own: rejected, incorrect, or the crash of the process it broke
+FORGED = {"forged_result", "forged_exception"}
+# the work is honest, the clock or the reference's time is attacked: not ok, or no faster than the honest starter
+TIMING = {"frames_clock", "rebind_clock", "slow_reference", "replay", "seed"}
+PROCESS = {"store_forgery"}   # judged by what it did to the store and what it read, in tests of their own
+HONEST = {"honest_names"}
+TIMING_SLACK = 1.25
+
+# fixtures whose attack still works: strict, so a fix makes them XPASS (fail) and the mark is removed. Against the
+# shared-process harness (before 6f4ca54) every fixture's attack worked; the judge and the static scan close all but
+# the process-level one: a candidate's process may open whatever its user may (no filesystem isolation yet).
+PASSES_TODAY = {"store_forgery"}
+XFAIL = pytest.mark.xfail(reason="the candidate's process can open the run's store and its neighbours' files (same "
+                          "user, no filesystem isolation); issue 18", strict=True)
+
+
+def _pool() -> EvaluatorPool:
+    """CPU interpreter, small cases, one trial, few timed calls; written for the pool's settings of either shape
+    (the evaluation's own settings in an EvalSettings since the judge, flat before)."""
+    if "evaluation" in {f.name for f in dataclasses.fields(PoolSettings)}:
+        from kernelsearch.evaluators.settings import EvalSettings
+
+        return EvaluatorPool(PoolSettings(mode="cpu", concurrency=2, evaluation=EvalSettings(
+            trials=1, timeout_s=120, timing_iters=5, aot_compile=False)))
+    return EvaluatorPool(PoolSettings(mode="cpu", concurrency=2, trials=1, timeout_s=120, timing_iters=5, aot=False))
+
+
+def _get(result, key: str):
+    value = result.get(key) if isinstance(result, dict) else getattr(result, key, None)
+    return getattr(value, "value", value)
+
+
+def _evaluate(sources: list[str]) -> list:
+    pool = _pool()
+
+    async def go():
+        return await asyncio.gather(*(pool.evaluate(s, {"builtin": "softmax"}) for s in sources))
+
+    try:
+        return asyncio.run(go())
+    finally:
+        pool.close()
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory) -> dict:
+    """A kernelsearch store holding store_forgery's code as a queued kernel, kept open by this process (as the
+    controller keeps its store open), and a neighbour's directory beside the pool's, holding a marked candidate."""
+    from sqlmodel import Session
+
+    from kernelsearch.store.database import open_store
+    from kernelsearch.store.models import Kernel, Run
+
+    path = tmp_path_factory.mktemp("store") / "run.db"
+    code = (JUDGE / "store_forgery.py").read_text()
+    engine = open_store(path)
+    with Session(engine) as s:
+        run = Run(name="judge-cheats", problem="softmax", config_json="{}")
+        s.add(run)
+        s.flush()
+        kernel = Kernel(run_id=run.id, code=code, code_hash=hashlib.sha256(code.encode()).hexdigest()[:16])
+        s.add(kernel)
+        s.commit()
+        kernel_id = kernel.id
+    held = sqlite3.connect(path)
+    held.execute("SELECT count(*) FROM kernel").fetchone()
+    neighbour = Path(tempfile.mkdtemp(prefix="ks-worker-"))   # where the pool makes its candidates' directories
+    marker = f"NEIGHBOUR-{secrets.token_hex(8)}"
+    (neighbour / "candidate.py").write_text(f"# {marker}\nclass ModelNew:\n    pass\n")
+    yield {"path": path, "kernel_id": kernel_id, "marker": marker, "held": held}
+    held.close()
+    engine.dispose()
+    shutil.rmtree(neighbour, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def results(planted) -> dict:
+    """Every judge fixture and the honest starter (twice, for the timing baseline) through the real pool."""
+    names = sorted(p.stem for p in JUDGE.glob("*.py"))
+    sources = [(JUDGE / f"{n}.py").read_text() for n in names] + [STARTER, STARTER]
+    t0 = time.monotonic()
+    out = _evaluate(sources)
+    print(f"judge fixtures: {len(sources)} evaluations in {time.monotonic() - t0:.1f} s")
+    found = dict(zip(names, out[:len(names)]))
+    found["__honest__"] = out[len(names):]
+    return found
+
+
+def _param(names: set[str]) -> list:
+    return [pytest.param(n, marks=XFAIL) if n in PASSES_TODAY else n for n in sorted(names)]
+
+
+def test_every_fixture_is_covered():
+    assert {p.stem for p in JUDGE.glob("*.py")} == CORRECTNESS | FORGED | TIMING | PROCESS | HONEST
+
+
+def test_honest_starter_and_names_are_ok(results):
+    for r in results["__honest__"] + [results["honest_names"]]:
+        assert _get(r, "status") == "ok", _get(r, "reason")
+        assert (_get(r, "speedup") or 0) > 0
+
+
+@pytest.mark.parametrize("name", _param(CORRECTNESS))
+def test_correctness_attack_is_caught(results, name):
+    r = results[name]
+    assert _get(r, "status") in ("rejected", "incorrect"), (name, _get(r, "status"), _get(r, "reason"))
+
+
+@pytest.mark.parametrize("name", _param(FORGED))
+def test_forged_verdict_is_not_taken(results, name):
+    r = results[name]
+    assert _get(r, "status") in ("rejected", "incorrect", "crash"), (name, _get(r, "status"), _get(r, "reason"))
+    assert _get(r, "speedup") is None
+
+
+@pytest.mark.parametrize("name", _param(TIMING))
+def test_timing_attack_gains_nothing(results, name):
+    """Not ok, or a speedup no larger than the honest starter's x 1.25, measured in the same batch. On the CPU
+    interpreter the eager reference is a few microseconds and its reading wanders between evaluations (up to 2x
+    seen on a loaded machine, once 10x), so a comparison that fails is measured once more, the fixture beside two
+    starters; a working attack gains 6-50x (see the folder's README), past either reading."""
+    r = results[name]
+    if _get(r, "status") != "ok":
+        return
+    honest = max(_get(h, "speedup") for h in results["__honest__"])
+    if _get(r, "speedup") <= TIMING_SLACK * honest:
+        return
+    again = _evaluate([(JUDGE / f"{name}.py").read_text(), STARTER, STARTER])
+    if _get(again[0], "status") != "ok":
+        return
+    honest = max(_get(h, "speedup") for h in again[1:])
+    assert _get(again[0], "speedup") <= TIMING_SLACK * honest, (
+        name, _get(r, "speedup"), _get(again[0], "speedup"), honest)
+
+
+@pytest.mark.parametrize("name", _param({"store_forgery"}))
+def test_candidate_cannot_write_its_verdict_into_the_store(results, planted, name):
+    assert _get(results[name], "status") is not None   # it was evaluated
+    con = sqlite3.connect(planted["path"])
+    try:
+        rows = con.execute("SELECT status, speedup FROM evaluation WHERE kernel_id = ?",
+                           (planted["kernel_id"],)).fetchall()
+    finally:
+        con.close()
+    assert rows == [], f"the candidate wrote its own evaluation row: {rows}"
+
+
+@pytest.mark.parametrize("name", _param({"store_forgery"}))
+def test_candidate_cannot_read_its_neighbours(results, planted, name):
+    detail = _get(results[name], "detail") or {}
+    output = str(detail.get("output", ""))
+    assert planted["marker"] not in output, "the candidate read a neighbour's candidate.py"

@@ -10,16 +10,18 @@ alternate which goes first. What makes the reading honest:
 - every output of every timed call is read by the judge and compared, with the candidate frozen (on a GPU in place
   through CUDA IPC): a call skipped, or finished after the runner said it was done, is `incorrect`;
 - the runner's describe step (handing over its outputs) is charged to the candidate as far as it takes longer than
-  the reference's own, so computing outputs when they are asked for pays;
+  the reference's own (median over batches), so computing outputs when they are asked for pays;
 - on a GPU each side's n calls are captured once into one CUDA graph and each batch replays it, so the clock times
   the kernels, not the host's launch overhead (a forward that cannot be captured is timed by an eager loop, its
   launch overhead included, and the detail says so);
-- the overhead of a batch on the wall clock (waking the runner, the GPU switching contexts, the replay's launch,
-  synchronize, the reply: 0.5-0.8 ms on an H200, measured) is read, each batch, from the eager reference's runner,
-  which is trusted: its batch's wall time less its CUDA-event time. The candidate is charged its wall time less
-  that overhead; the references their event time.
+- just before its batch each runner is pinged (a one-element device op and a synchronize), so the GPU switches to
+  its context before the clock starts (the switch cost 0.5-0.8 ms a batch on an H200); a ping that takes the
+  candidate longer than the reference's is charged to it, so work started then is on the clock;
+- the fixed cost of a batch (socket round trip, waking the runner, synchronize), measured on the reference's runner
+  with empty batches, is subtracted from the candidate's wall time; the references, whose runners are trusted, are
+  charged their CUDA-event time, and the wall time they took beyond it is recorded as `overhead_ms`.
 Per-call time is that over n, median over 3 to 6 batches (until the spread is under 2 %). What a candidate could
-still gain is a batch overhead smaller than an honest runner's, at most the overhead itself (docs/anticheat.md).
+still gain is a batch overhead smaller than an honest runner's, at most the fixed cost (docs/anticheat.md).
 On the CPU (Triton's interpreter) the same loop runs without graphs; its times rank kernels for the interpreter.
 """
 from __future__ import annotations
@@ -110,6 +112,7 @@ def time_sides(j) -> dict:
             plan["fixed_ms"] = round(fixed * 1e3, 4)
     per_call: dict[str, list[float]] = {k: [] for k in sides}
     overheads: list[float] = []
+    side_steps: list[float] = []   # per batch: (candidate's ping + describe) - (the reference's)
     with j.lease("exclusive"):
         if cuda and j.ceilings is None:
             from kernelsearch.evaluators.roofline import ceilings
@@ -119,9 +122,13 @@ def time_sides(j) -> dict:
             _refill(j, sides, views, inputs_of, b, n)
             clock: dict[str, tuple[float, float]] = {}
             events: dict[str, float | None] = {}
+            pings: dict[str, float] = {}
             for name in (list(sides) if b % 2 == 0 else list(sides)[::-1]):   # neither side always first
                 r = sides[name]
+                tp = time.perf_counter()
+                j._ask(r, {"op": "ping"}, "a ping", "timing")
                 t0 = time.perf_counter()
+                pings[name] = t0 - tp
                 done, _ = j._ask(r, {"op": "batch", "slots": list(range(n)), "n": n, "events": name != "candidate"},
                                  "a timed batch", "timing")
                 t1 = time.perf_counter()
@@ -139,12 +146,11 @@ def time_sides(j) -> dict:
             # its device time, read with events in its own (trusted) runner; the candidate's batch is charged its
             # wall time less that overhead, the references their event time
             ev = events.get("eager")
-            overhead = clock["eager"][0] - ev / 1e3 if cuda and isinstance(ev, (int, float)) else fixed
-            overheads.append(overhead)
+            overheads.append(clock["eager"][0] - ev / 1e3 if cuda and isinstance(ev, (int, float)) else fixed)
             for name, (t_batch, t_desc) in clock.items():
                 if name == "candidate":
-                    extra = max(0.0, t_desc - clock["eager"][1])
-                    per_call[name].append(max(t_batch - overhead + extra, 0.0) * 1e3 / n)
+                    side_steps.append((pings[name] - pings["eager"]) + (t_desc - clock["eager"][1]))
+                    per_call[name].append(max(t_batch - fixed, 0.0) * 1e3 / n)
                 elif cuda and isinstance(events.get(name), (int, float)):
                     per_call[name].append(events[name] / n)
                 else:
@@ -160,6 +166,12 @@ def time_sides(j) -> dict:
             r.close()
     del views
     med = {k: statistics.median(v) for k, v in per_call.items()}
+    # a ping or a describe that takes the candidate longer than the reference is charged: work done then (outputs
+    # computed early or late) is on the clock. Charged on the median over batches, so that noise (either side's
+    # steps vary by tenths of a millisecond) is not charged as work
+    charge = max(0.0, statistics.median(side_steps)) * 1e3 / n if side_steps else 0.0
+    plan["side_step_charge_ms"] = round(charge, 5)
+    med["candidate"] += charge
     out = {"time_ms": med["candidate"], "ref_time_ms": med["eager"], "timing_case": case.describe(),
            "in_bytes": in_bytes, "out_bytes": out_bytes,
            "timings": {k: {"median_ms": med[k], "spread": spread(v), "batches": len(v), "calls_per_batch": n,

@@ -204,7 +204,7 @@ def unb64(s: Any, n: int | None = None) -> bytes:
 # -- CUDA IPC (driver API through ctypes) --------------------------------------------------------------------------
 
 class _Handle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * 64)]
+    _fields_ = [("reserved", ctypes.c_ubyte * 64)]
 
 
 _driver = None
@@ -257,7 +257,7 @@ class IpcWriter:
         _check(cu["range"](ctypes.byref(base), ctypes.byref(size), ptr), "cuMemGetAddressRange")
         h = _Handle()
         _check(cu["get_handle"](ctypes.byref(h), base.value), "cuIpcGetMemHandle")
-        key = bytes(h.reserved)
+        key = ctypes.string_at(ctypes.addressof(h), 64)   # all 64 bytes (a c_char field stops at a NUL)
         seg = self.sent.get(key)
         if seg is None:
             seg = self.sent[key] = len(self.sent)
@@ -292,7 +292,7 @@ class IpcReader:
             if seg in self.segments:
                 raise WireError(f"segment {seg} sent twice")
             h = _Handle()
-            h.reserved = unb64(info.get("handle"), 64)
+            ctypes.memmove(ctypes.addressof(h), unb64(info.get("handle"), 64), 64)
             ptr = ctypes.c_uint64()
             _check(cu["open"](ctypes.byref(ptr), h, 1), "cuIpcOpenMemHandle")   # 1: lazy peer access
             self.ptrs.append(ptr.value)

@@ -279,13 +279,17 @@ def _resolve_case(problem, case):
 
 # -- the public entry ----------------------------------------------------------------------------------------
 
-def aot_report(source: str, problem, case=None, *, timeout_s: float = 300.0, in_process: bool | None = None) -> dict:
+def aot_report(source: str, problem, case=None, *, timeout_s: float = 300.0, in_process: bool | None = None,
+               as_user: dict | None = None) -> dict:
     """Compile every Triton kernel the candidate launches (on `case`) for sm_90 and report per kernel: name,
     registers, spills, shared memory, num_warps/num_stages; or status "compile_error" with the message.
 
     `in_process=None` runs in this process unless Triton is in interpreter mode here, in which case a child
     process (TRITON_INTERPRET unset, no GPU visible) does the work; `problem.ref` must then be set (it is for
     every loaded problem). The child inherits this process's environment otherwise (scrubbed by the pool).
+    `as_user` ({"uid", "home"}): the child becomes that user once torch and Triton are imported, before the
+    candidate's code loads, with `home` as its HOME, TMPDIR and Triton cache (the judge runs the candidate's sm_90
+    compile this way: in a process of the candidate's own user, never in the judge's).
     """
     if in_process is None:
         in_process = not _interpreting()
@@ -296,7 +300,11 @@ def aot_report(source: str, problem, case=None, *, timeout_s: float = 300.0, in_
         raise AOTError(f"problem {problem.name!r} has no ref: a child process cannot load it")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["CUDA_VISIBLE_DEVICES"] = ""
-    request = json.dumps({"source": source, "problem": problem.ref, "case": case_name})
+    if as_user:
+        home = str(as_user["home"])
+        env.update(HOME=home, TMPDIR=home, TRITON_CACHE_DIR=os.path.join(home, ".triton"))
+    request = json.dumps({"source": source, "problem": problem.ref, "case": case_name,
+                          "uid": as_user.get("uid") if as_user else None})
     t0 = time.monotonic()
     try:
         p = subprocess.run([sys.executable, "-m", "kernelsearch.evaluators.aot"], input=request,
@@ -312,12 +320,27 @@ def aot_report(source: str, problem, case=None, *, timeout_s: float = 300.0, in_
             "error": f"the AOT child died (exit {p.returncode}): {(p.stderr or p.stdout)[-4000:]}"}
 
 
+def _become(uid: int) -> None:
+    """No network (an empty namespace, where allowed), then the candidate's own user, before its code loads."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).unshare(0x40000000)   # CLONE_NEWNET
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+
+
 def _main() -> None:
     req = json.loads(sys.stdin.read())
     try:
+        import triton.compiler  # noqa: F401 - imported before the user changes (the interpreter's files are root's)
+
         from kernelsearch.evaluators.problem import load_problem
 
         problem = load_problem(req["problem"])
+        if req.get("uid") is not None:
+            _become(int(req["uid"]))
         with contextlib.redirect_stdout(sys.stderr):   # the candidate's prints must not garble the report
             report = aot_report_inprocess(req["source"], problem, req["case"])
     except Exception as err:  # noqa: BLE001

@@ -127,12 +127,14 @@ def _failure_from(reply: dict, what: str, stage: str) -> CandidateFailure:
 class Judge:
     def __init__(self, problem: Problem, source: str, settings: EvalSettings, *, mode: str, seed: int,
                  spawn: Callable[[str], RunnerClient],
-                 lease: Callable[[str], ContextManager] = contextlib.nullcontext, candidate_path: str | None = None):
+                 lease: Callable[[str], ContextManager] = contextlib.nullcontext, candidate_path: str | None = None,
+                 candidate_user: dict | None = None):
         self.problem, self.source, self.s = problem, source, settings
         self.mode, self.secret = mode, seed
         self.device = "cuda" if mode == "cuda" else "cpu"
         self.spawn, self.lease = spawn, lease
         self.candidate_path = candidate_path
+        self.candidate_user = candidate_user   # {"uid", "home"} of the candidate's runner, where it has its own user
         self.detail: dict = {"cases": []}
         self.cand: RunnerClient | None = None
         self.ceilings: dict | None = None
@@ -344,11 +346,13 @@ class Judge:
                                 f"{cmp.reason}", cmp.detail or None, stage="correctness")
 
     def aot(self) -> None:
-        """No GPU here: the candidate's kernels compiled for the H200 (sm_90), in the candidate's process (it runs
-        candidate code). A compile error is the candidate's; a clean report is information, not a verdict."""
-        reply, _ = self._ask(self.cand, {"op": "aot", "problem": self.problem.ref}, "the sm_90 compile",
-                             "compile_sm90")
-        report = reply.get("report") if isinstance(reply.get("report"), dict) else {}
+        """No GPU here: the candidate's kernels compiled for the H200 (sm_90), in a child process of the candidate's
+        own user (it runs candidate code: never in the judge). A compile error is the candidate's; a clean report
+        is information, not a verdict."""
+        from kernelsearch.evaluators.aot import aot_report
+
+        report = aot_report(self.source, self.problem, None, as_user=self.candidate_user)
+        report = {k: report.get(k) for k in ("status", "kernels", "error", "wall_s")}
         self.detail["sm90"] = report
         if report.get("status") == "compile_error":
             lines = [ln for ln in str(report.get("error", "")).strip().splitlines() if ln.strip()] or [""]
@@ -430,8 +434,8 @@ def spawn_local(role: str) -> RunnerClient:
 
 def evaluate(problem: Problem, source: str, settings: EvalSettings, *, mode: str = "cpu", seed: int | None = None,
              spawn: Callable[[str], RunnerClient] | None = None, candidate_path: str | None = None,
-             lease: Callable[[str], ContextManager] = contextlib.nullcontext, device_name: str | None = None
-             ) -> EvalResult:
+             lease: Callable[[str], ContextManager] = contextlib.nullcontext, device_name: str | None = None,
+             candidate_user: dict | None = None) -> EvalResult:
     """Run the stages as the judge; return the result (status always set).
 
     `spawn(role)` starts a runner and returns its client; by default a plain local subprocess
@@ -447,7 +451,7 @@ def evaluate(problem: Problem, source: str, settings: EvalSettings, *, mode: str
         with open(candidate_path, "w") as f:
             f.write(source)
     judge = Judge(problem, source, settings, mode=mode, seed=seed, spawn=spawn or spawn_local, lease=lease,
-                  candidate_path=candidate_path)
+                  candidate_path=candidate_path, candidate_user=candidate_user)
     result = EvalResult(status=Status.ok, timing_kind="judge-wall-clock" if mode == "cuda" else "cpu-interpreter",
                         device=device_name or ("cpu-interpreter" if mode == "cpu" else "cuda"))
     stage = "static"

@@ -296,13 +296,6 @@ class Runner:
         outs = [self.out_value(o, buffers, segs) for o in self.kept]
         return {"outs": outs, "segs": segs}, buffers
 
-    def op_aot(self, req: dict) -> dict:
-        from kernelsearch.evaluators.aot import aot_report
-        from kernelsearch.evaluators.problem import load_problem
-
-        report = aot_report(self.source, load_problem(req["problem"]), None)
-        return {"report": {k: report.get(k) for k in ("status", "kernels", "error", "wall_s")}}
-
     # -- loop -------------------------------------------------------------------------------------------------
     def serve(self) -> None:
         while True:

@@ -44,3 +44,53 @@ def make_undumpable() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(4, 0)
     except (OSError, AttributeError):
         pass
+
+
+def drop_privileges(uid: int) -> None:
+    """Become `uid` (and a group of the same number), with no supplementary groups: the candidate's runner cannot
+    then open the store, other evaluations' directories, or the judge's memory (/proc/PID/mem, ptrace), all root's.
+    Called after the limits (a network namespace needs root) and before any candidate code."""
+    import os
+
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+
+
+def device_nodes_open() -> bool:
+    """Whether a process of another user can use the GPUs: every /dev/nvidia* node readable and writable by all."""
+    import glob
+    import os
+    import stat
+
+    nodes = glob.glob("/dev/nvidia*")
+    return bool(nodes) and all(stat.S_ISDIR(os.stat(n).st_mode) or os.stat(n).st_mode & 0o006 == 0o006
+                               for n in nodes)
+
+
+def python_open_to_others() -> bool:
+    """Whether another user can run this Python and import what a runner imports: the executable, the standard
+    library, torch, triton and kernelsearch readable (and their folders searchable) by all. A pyenv under /root is
+    not; then dropping privileges would break the runner's later imports."""
+    import os
+    import stat
+    import sys
+    import sysconfig
+
+    import torch
+    import triton
+
+    import kernelsearch
+
+    paths = [os.path.realpath(sys.executable), sysconfig.get_paths()["stdlib"], os.path.dirname(torch.__file__),
+             os.path.dirname(triton.__file__), os.path.dirname(os.path.realpath(kernelsearch.__file__))]
+    for path in paths:
+        parts = os.path.realpath(path).split(os.sep)
+        for i in range(2, len(parts) + 1):   # folders on the way: searchable; the last: readable too
+            p = os.sep.join(parts[:i]) or os.sep
+            mode = os.stat(p).st_mode
+            last = i == len(parts)
+            need = (0o005 if last else 0o001) if stat.S_ISDIR(mode) else 0o004
+            if mode & need != need:
+                return False
+    return True

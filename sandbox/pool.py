@@ -24,7 +24,13 @@ from kernelsearch.evaluators.result import EvalResult
 from kernelsearch.evaluators.settings import EvalSettings
 from kernelsearch.evaluators.status import Status
 from kernelsearch.sandbox.env import scrubbed_env
-from kernelsearch.sandbox.limits import apply_limits, die_with_parent
+from kernelsearch.sandbox.limits import (
+    apply_limits,
+    device_nodes_open,
+    die_with_parent,
+    drop_privileges,
+    python_open_to_others,
+)
 
 OUTPUT_CAP = 64 * 1024
 
@@ -61,8 +67,12 @@ def detect_mode(device: str) -> tuple[str, list[int]]:
     return "cpu", [0]
 
 
-def _limits(timeout_s: float, address_space_bytes: int | None, network_off: bool):
-    return lambda: apply_limits(timeout_s, address_space_bytes, network_off)
+def _limits(timeout_s: float, address_space_bytes: int | None, network_off: bool, uid: int | None = None):
+    def apply() -> None:
+        apply_limits(timeout_s, address_space_bytes, network_off)
+        if uid is not None:
+            drop_privileges(uid)
+    return apply
 
 
 class _Zygote:
@@ -190,6 +200,7 @@ class EvaluatorPool:
         self.lease_log: list[tuple[int, float, float]] = []
         interp = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""} if settings.mode == "cpu" else {}
         self._zygote = _Zygote(interp) if settings.evaluation.fork_server else None
+        self._isolates: bool | None = None
 
     @property
     def mode(self) -> str:
@@ -218,15 +229,33 @@ class EvaluatorPool:
             finally:
                 self._load[gpu] -= 1
 
+    def _candidate_uid(self) -> int | None:
+        """The user a candidate's runner becomes: a fresh number per evaluation (so two candidates cannot read each
+        other's directories either), when the pool runs as root and, on a GPU, the device nodes are open to every
+        user; None otherwise (the runner then keeps the pool's user: docs/anticheat.md)."""
+        if not self.isolates_candidates:
+            return None
+        return 100_000 + secrets.randbelow(900_000)
+
+    @property
+    def isolates_candidates(self) -> bool:
+        """Whether candidates' runners get users of their own here: the pool runs as root, another user can run
+        this Python and its packages, and, on a GPU, use the device nodes."""
+        if self._isolates is None:
+            self._isolates = (os.geteuid() == 0 and python_open_to_others()
+                              and (self.s.mode != "cuda" or device_nodes_open()))
+        return self._isolates
+
     # -- starting processes ---------------------------------------------------------------------------------
     async def _start(self, entry: str, workdir: Path, extra: dict, limits: tuple, fds: list[int],
-                     request: dict | None = None) -> "_Proc":
+                     uid: int | None = None) -> "_Proc":
         """Start one process of an evaluation: the judge (`entry` judge: fds are its control pipe's read end, its
         output, its result pipe and its runners' sockets) or a runner (fds: its socket and its output). Forked
         from the fork server, or a fresh interpreter when `fork_server` is off."""
         if self._zygote is not None:
             req = {"entry": entry, "cwd": str(workdir), "env": scrubbed_env(extra), "timeout_s": limits[0],
-                   "address_space_bytes": limits[1], "network_off": limits[2], "undumpable": entry == "judge"}
+                   "address_space_bytes": limits[1], "network_off": limits[2], "undumpable": entry == "judge",
+                   "uid": uid}
             pid = await self._zygote.spawn(req, fds)
             zygote = self._zygote
             return _Proc(pid, lambda: zygote.wait(pid))
@@ -239,15 +268,22 @@ class EvaluatorPool:
             args, stdin, passed = [str(sock)], asyncio.subprocess.DEVNULL, (sock,)
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", module, *args, stdin=stdin, stdout=out, stderr=out, pass_fds=passed,
-            start_new_session=True, cwd=workdir, env=scrubbed_env(extra), preexec_fn=_limits(*limits))
+            start_new_session=True, cwd=workdir, env=scrubbed_env(extra), preexec_fn=_limits(*limits, uid))
         return _Proc(proc.pid, proc.wait)
 
     async def _run(self, source: str, problem_ref: dict, gpu: int) -> EvalResult:
         t0 = time.monotonic()
         ev = self.s.evaluation
         workdir = Path(tempfile.mkdtemp(prefix="ks-worker-"))
-        cand = workdir / "candidate.py"
+        uid = self._candidate_uid()
+        rundir = workdir / "runner"   # the candidate's runner's own directory: its cwd, TMPDIR, HOME and caches
+        rundir.mkdir(mode=0o700)
+        cand = rundir / "candidate.py"
         cand.write_text(source)
+        if uid is not None:   # a user of its own: no access to the store, other evaluations, the judge's memory
+            os.chmod(workdir, 0o711)
+            for path in (rundir, cand):
+                os.chown(path, uid, uid)
         extra = {"TMPDIR": str(workdir), "OMP_NUM_THREADS": str(self.s.threads_per_worker)}
         if self.s.mode == "cuda":
             extra["CUDA_VISIBLE_DEVICES"] = str(gpu)
@@ -269,14 +305,20 @@ class EvaluatorPool:
         roles = ["candidate", "reference"] + (["reference"] if ev.compare_compile and self.s.mode == "cuda" else [])
         try:
             runner_socks = []
+            cand_env = {**extra, "TMPDIR": str(rundir), "HOME": str(rundir), "TRITON_CACHE_DIR": str(rundir / ".t"),
+                        "TORCHINDUCTOR_CACHE_DIR": str(rundir / ".inductor")}
             for role in roles:   # runners first: the judge is told their pids (it freezes the candidate's)
                 a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
                 ours.append(a)
+                cand_side = role == "candidate"
                 try:
-                    procs.append(await self._start("runner", workdir, extra, limits, [b.fileno(), out_w]))
+                    procs.append(await self._start("runner", rundir if cand_side else workdir,
+                                                   cand_env if cand_side else extra, limits, [b.fileno(), out_w],
+                                                   uid=uid if cand_side else None))
                 finally:
                     b.close()
             request["runners"] = [{"role": r, "pid": p.pid} for r, p in zip(roles, procs)]
+            request["candidate_user"] = {"uid": uid, "home": str(rundir)} if uid is not None else None
             runner_socks = [a.fileno() for a in ours]
             procs.append(await self._start("judge", workdir, extra, judge_limits,
                                            [ctrl_r, out_w, res_w, *runner_socks]))
@@ -378,6 +420,7 @@ class EvaluatorPool:
         result.wall_s = time.monotonic() - t0
         result.detail["output"] = output[-8000:]
         result.detail["lease_wait_s"] = round(lease_wait, 3)
+        result.detail["candidate_user"] = uid   # None: the candidate's runner kept the pool's user
         return result
 
 

@@ -71,7 +71,7 @@ def main(result_fd: int | None = None, runner_fds: list[int] | None = None) -> N
             source = f.read(2 << 20)
         result = evaluate(problem, source, EvalSettings(**request["settings"]), mode=request["mode"],
                           seed=int(request["seed"]), spawn=spawn, candidate_path=request["candidate_path"],
-                          lease=lease, device_name=device_name)
+                          lease=lease, device_name=device_name, candidate_user=request.get("candidate_user"))
         payload = json.loads(result.to_json())
     except BaseException as err:  # noqa: BLE001 - a judge failure is a result too, never silence
         payload = {"status": "crash", "stage": "worker", "reason": f"judge error: {type(err).__name__}: {err}",

@@ -40,6 +40,10 @@ def _child(req: dict, fds: list[int]) -> None:
     os.environ.clear()
     os.environ.update(req["env"])
     os.chdir(req["cwd"])
+    if req.get("uid") is not None:
+        from kernelsearch.sandbox.limits import drop_privileges
+
+        drop_privileges(int(req["uid"]))
     if req.get("entry") == "runner":
         from kernelsearch.evaluators.runner import serve_fd
 

@@ -35,6 +35,12 @@ CORRECTNESS = {"frames_reference", "gc_reference", "code_swap", "torch_function_
 FORGED = {"forged_result", "forged_exception"}
 # the work is honest, the clock or the reference's time is attacked: not ok, or no faster than the honest starter
 TIMING = {"frames_clock", "rebind_clock", "slow_reference", "replay", "seed"}
+def _pool_isolates() -> bool:
+    from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings
+
+    return EvaluatorPool(PoolSettings(mode="cpu")).isolates_candidates
+
+
 PROCESS = {"store_forgery"}   # judged by what it did to the store and what it read, in tests of their own
 HONEST = {"honest_names"}
 TIMING_SLACK = 1.25
@@ -42,9 +48,11 @@ TIMING_SLACK = 1.25
 # fixtures whose attack still works: strict, so a fix makes them XPASS (fail) and the mark is removed. Against the
 # shared-process harness (before 6f4ca54) every fixture's attack worked; the judge and the static scan close all but
 # the process-level one: a candidate's process may open whatever its user may (no filesystem isolation yet).
-PASSES_TODAY = {"store_forgery"}
+# where the pool cannot give a candidate's runner a user of its own (not root, or this Python is not readable by
+# other users, e.g. a pyenv under /root), the process-level attack still works: strict xfail there, asserted here
+PASSES_TODAY = set() if _pool_isolates() else {"store_forgery"}
 XFAIL = pytest.mark.xfail(reason="the candidate's process can open the run's store and its neighbours' files (same "
-                          "user, no filesystem isolation); issue 18", strict=True)
+                          "user: this pool cannot give runners a user of their own); issue 18", strict=True)
 
 
 def _pool() -> EvaluatorPool:

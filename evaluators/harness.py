@@ -16,13 +16,13 @@ import copy
 import gc
 import hashlib
 import os
-import signal
 import time
 from typing import Callable, ContextManager
 
 import torch
 
 from kernelsearch.evaluators import wire
+from kernelsearch.evaluators.client import RunnerClient, RunnerLost, spawn_local
 from kernelsearch.evaluators.correctness import compare
 from kernelsearch.evaluators.numerics import _no_worse_than_eager, _overflows, references, stability_inputs
 from kernelsearch.evaluators.problem import DTYPES, Case, Problem
@@ -59,52 +59,6 @@ def _same(a: list, b: list) -> bool:
 
 def _nbytes(values) -> int:
     return sum(t.numel() * t.element_size() for t in wire.flat_tensors(values))
-
-
-class RunnerLost(Exception):
-    pass
-
-
-class RunnerClient:
-    """The judge's end of one runner: requests and replies over its socket, and its process group to freeze."""
-
-    def __init__(self, sock, pid: int, name: str, *, close: Callable[[], None] | None = None,
-                 how_it_ended: Callable[[], str | None] | None = None):
-        self.sock, self.pid, self.name = sock, pid, name
-        self._close = close
-        self._how = how_it_ended
-        self.ipc: wire.IpcReader | None = None
-
-    def request(self, header: dict, buffers: list | None = None) -> tuple[dict, list]:
-        try:
-            wire.send(self.sock, header, buffers or [])
-            reply, bufs = wire.recv(self.sock)
-        except (EOFError, OSError) as err:
-            how = self._how() if self._how else None
-            raise RunnerLost(f"the {self.name}'s process died" + (f" ({how})" if how else
-                             f" ({type(err).__name__}: {err})")) from None
-        if self.ipc is not None and "segs" in reply:
-            self.ipc.add_segments(reply["segs"])
-        return reply, bufs
-
-    def freeze(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGSTOP)
-
-    def thaw(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGCONT)
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.thaw()
-            wire.send(self.sock, {"op": "exit"})
-        if self.ipc is not None:
-            self.ipc.close()
-        with contextlib.suppress(Exception):
-            self.sock.close()
-        if self._close:
-            self._close()
 
 
 def _failure_from(reply: dict, what: str, stage: str) -> CandidateFailure:
@@ -250,6 +204,9 @@ class Judge:
             raise CandidateFailure(Status.rejected, f"aliasing check: output {reply['alias'][0]} of {what} shares "
                                    "storage with an input (a view of the input, not a result of its own)",
                                    stage=stage)
+        if reply.get("not_plain"):
+            raise CandidateFailure(Status.incorrect, f"{what} returned {str(reply['not_plain'][0])[:60]}, expected a "
+                                   "plain torch.Tensor", stage=stage)
         if isinstance(reply.get("peak_mb"), (int, float)):
             self.peak_mb = max(self.peak_mb or 0.0, float(reply["peak_mb"]))
         self.cand.freeze()   # nothing runs in the candidate's process while the judge reads its memory
@@ -404,32 +361,6 @@ def io_floor_ms(in_bytes: int, out_bytes: int, ceil: dict) -> float | None:
     if not gbps:
         return None
     return (in_bytes + out_bytes) / (gbps * 1e9) * 1e3
-
-
-def spawn_local(role: str) -> RunnerClient:
-    """A runner as a plain local subprocess (tests, benches, the in-process `evaluate`); the pool starts its
-    runners sandboxed instead (sandbox/pool.py)."""
-    import socket
-    import subprocess
-    import sys
-
-    ours, theirs = socket.socketpair()
-    proc = subprocess.Popen([sys.executable, "-m", "kernelsearch.evaluators.runner", str(theirs.fileno())],
-                            pass_fds=(theirs.fileno(),), start_new_session=True, stdin=subprocess.DEVNULL)
-    theirs.close()
-
-    def how_it_ended() -> str | None:
-        try:
-            rc = proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            return None
-        return f"signal {signal.Signals(-rc).name}" if rc < 0 else f"exit code {rc}"
-
-    def close() -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    return RunnerClient(ours, proc.pid, role, close=close, how_it_ended=how_it_ended)
 
 
 def evaluate(problem: Problem, source: str, settings: EvalSettings, *, mode: str = "cpu", seed: int | None = None,

@@ -70,6 +70,12 @@ def _guard_targets() -> dict:
          "torch.Tensor.__eq__": (torch.Tensor, "__eq__"), "torch.Tensor.clone": (torch.Tensor, "clone"),
          "torch.Tensor.to": (torch.Tensor, "to"), "torch.Tensor.fill_": (torch.Tensor, "fill_"),
          "threading.active_count": (threading, "active_count"), "socket.socket.sendall": (socket.socket, "sendall")}
+    from kernelsearch.evaluators import correctness, numerics
+
+    for mod, names in ((correctness, ("compare", "_compare_values", "flatten")),
+                       (numerics, ("references", "normwise_error"))):
+        for name in names:
+            t[f"{mod.__name__.rsplit('.', 1)[-1]}.{name}"] = (mod, name)
     try:
         from triton.runtime.jit import JITFunction
         t["triton.JITFunction.run"] = (JITFunction, "run")
@@ -218,7 +224,8 @@ class Runner:
         info = {"threads": threading.active_count() - threads,
                 "launches": (self.launches.launches(self.module_name) - launched) if self.launches else None,
                 "guard": self.guard.changed() if self.guard else [], "tf32": self._tf32_changed(),
-                "alias": _aliases(out, inputs)}
+                "alias": _aliases(out, inputs),
+                "not_plain": [type(o).__name__ for o in wire.flat_tensors(out) if type(o) is not torch.Tensor]}
         if self.device == "cuda":
             info["peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
         buffers, segs = [], {}

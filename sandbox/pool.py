@@ -271,82 +271,68 @@ class EvaluatorPool:
             start_new_session=True, cwd=workdir, env=scrubbed_env(extra), preexec_fn=_limits(*limits, uid))
         return _Proc(proc.pid, proc.wait)
 
-    async def _run(self, source: str, problem_ref: dict, gpu: int) -> EvalResult:
-        t0 = time.monotonic()
-        ev = self.s.evaluation
+    def _workspace(self, source: str, gpu: int) -> tuple[Path, Path, int | None, dict, dict]:
+        """A fresh directory for the evaluation and, inside it, one for the candidate's runner (its cwd, TMPDIR,
+        HOME and caches, owned by the runner's own user where it has one); the environments of both sides."""
         workdir = Path(tempfile.mkdtemp(prefix="ks-worker-"))
         uid = self._candidate_uid()
-        rundir = workdir / "runner"   # the candidate's runner's own directory: its cwd, TMPDIR, HOME and caches
+        rundir = workdir / "runner"
         rundir.mkdir(mode=0o700)
-        cand = rundir / "candidate.py"
-        cand.write_text(source)
+        (rundir / "candidate.py").write_text(source)
         if uid is not None:   # a user of its own: no access to the store, other evaluations, the judge's memory
             os.chmod(workdir, 0o711)
-            for path in (rundir, cand):
+            for path in (rundir, rundir / "candidate.py"):
                 os.chown(path, uid, uid)
-        extra = {"TMPDIR": str(workdir), "OMP_NUM_THREADS": str(self.s.threads_per_worker)}
+        extra = {"TMPDIR": str(workdir), "OMP_NUM_THREADS": str(self.s.threads_per_worker),
+                 "TORCHINDUCTOR_CACHE_DIR": self.s.inductor_cache}
         if self.s.mode == "cuda":
             extra["CUDA_VISIBLE_DEVICES"] = str(gpu)
         else:
-            extra["TRITON_INTERPRET"] = "1"
-            extra["CUDA_VISIBLE_DEVICES"] = ""
-        extra["TORCHINDUCTOR_CACHE_DIR"] = self.s.inductor_cache
+            extra.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
         if self.s.triton_cache:
             extra["TRITON_CACHE_DIR"] = self.s.triton_cache
-        request = {"mode": self.s.mode, "problem": problem_ref, "candidate_path": str(cand),
-                   "seed": secrets.randbits(48), "settings": ev.model_dump()}
+        cand_env = {**extra, "TMPDIR": str(rundir), "HOME": str(rundir), "TRITON_CACHE_DIR": str(rundir / ".t"),
+                    "TORCHINDUCTOR_CACHE_DIR": str(rundir / ".inductor")}
+        return workdir, rundir, uid, extra, cand_env
+
+    async def _spawn_all(self, workdir: Path, rundir: Path, uid: int | None, extra: dict, cand_env: dict,
+                         request: dict, out_w: int, ctrl_r: int, res_w: int) -> list["_Proc"]:
+        """The runners (candidate, reference, a second reference for torch.compile), then the judge, connected to
+        each runner by a socket; the judge is told the runners' pids (it freezes the candidate's)."""
+        ev = self.s.evaluation
         limits = (ev.timeout_s, int(ev.cpu_memory_gb * 2**30) if self.s.mode == "cpu" else None, ev.isolate_network)
-        judge_limits = (ev.timeout_s, limits[1], False)
-        out_r, out_w = os.pipe()
-        ctrl_r, ctrl_w = os.pipe()
-        res_r, res_w = os.pipe()
+        roles = ["candidate", "reference"] + (["reference"] if ev.compare_compile and self.s.mode == "cuda" else [])
         procs: list[_Proc] = []
         ours: list[socket.socket] = []
-        roles = ["candidate", "reference"] + (["reference"] if ev.compare_compile and self.s.mode == "cuda" else [])
         try:
-            runner_socks = []
-            cand_env = {**extra, "TMPDIR": str(rundir), "HOME": str(rundir), "TRITON_CACHE_DIR": str(rundir / ".t"),
-                        "TORCHINDUCTOR_CACHE_DIR": str(rundir / ".inductor")}
-            for role in roles:   # runners first: the judge is told their pids (it freezes the candidate's)
+            for role in roles:
                 a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
                 ours.append(a)
-                cand_side = role == "candidate"
+                mine = role == "candidate"
                 try:
-                    procs.append(await self._start("runner", rundir if cand_side else workdir,
-                                                   cand_env if cand_side else extra, limits, [b.fileno(), out_w],
-                                                   uid=uid if cand_side else None))
+                    procs.append(await self._start("runner", rundir if mine else workdir, cand_env if mine else extra,
+                                                   limits, [b.fileno(), out_w], uid=uid if mine else None))
                 finally:
                     b.close()
             request["runners"] = [{"role": r, "pid": p.pid} for r, p in zip(roles, procs)]
             request["candidate_user"] = {"uid": uid, "home": str(rundir)} if uid is not None else None
-            runner_socks = [a.fileno() for a in ours]
-            procs.append(await self._start("judge", workdir, extra, judge_limits,
-                                           [ctrl_r, out_w, res_w, *runner_socks]))
+            procs.append(await self._start("judge", workdir, extra, (ev.timeout_s, limits[1], False),
+                                           [ctrl_r, out_w, res_w, *[a.fileno() for a in ours]]))
+        except BaseException:
+            for p in procs:
+                _kill_group(p.pid)
+            raise
         finally:
-            for fd in (ctrl_r, out_w, res_w):
-                os.close(fd)
             for a in ours:
                 a.close()
-        judge = procs[-1]
-        reader = await _pipe_reader(res_r)
-        stdout = await _pipe_reader(out_r)
-        captured = bytearray()
-        dropped = 0
+        return procs
 
-        async def drain() -> None:
-            nonlocal dropped
-            while chunk := await stdout.read(65536):
-                room = OUTPUT_CAP - len(captured)
-                captured.extend(chunk[:max(room, 0)])
-                dropped += max(len(chunk) - max(room, 0), 0)
-
-        drainer = asyncio.create_task(drain())
-        os.write(ctrl_w, (json.dumps(request) + "\n").encode())
-        result: EvalResult | None = None
+    async def _serve(self, reader: asyncio.StreamReader, ctrl_w: int, gpu: int) -> tuple[EvalResult | None, float]:
+        """The judge's side of the lease protocol, until its result: (the result or None, seconds waited for
+        leases). Time waiting for a lease is not charged to the candidate's timeout."""
+        timeout_s = self.s.evaluation.timeout_s
         held: str | None = None   # the kind of lease the judge holds now
-        lease_t0 = 0.0
-        lease_wait = 0.0
-        spent = 0.0            # seconds charged to the candidate (lease waits excluded)
+        lease_t0 = lease_wait = spent = 0.0
         mark = time.monotonic()
 
         def release() -> None:
@@ -357,12 +343,12 @@ class EvaluatorPool:
             held = None
         try:
             while True:
-                remaining = ev.timeout_s - spent - (time.monotonic() - mark)
+                remaining = timeout_s - spent - (time.monotonic() - mark)
                 if remaining <= 0:
                     raise asyncio.TimeoutError
                 line = await asyncio.wait_for(reader.readline(), timeout=remaining)
                 if not line:
-                    break
+                    return None, lease_wait
                 msg = json.loads(line)
                 if msg["type"] == "lease_request":
                     spent += time.monotonic() - mark
@@ -379,16 +365,48 @@ class EvaluatorPool:
                 elif msg["type"] == "lease_release" and held is not None:
                     release()
                 elif msg["type"] == "result":
-                    result = EvalResult.from_json(json.dumps(msg["result"]))
-                    break
+                    return EvalResult.from_json(json.dumps(msg["result"])), lease_wait
         except asyncio.TimeoutError:
-            result = EvalResult.failure(Status.timeout, f"no result within {ev.timeout_s:g} s: the evaluation's "
-                                        "processes were killed", stage="worker")
+            return EvalResult.failure(Status.timeout, f"no result within {timeout_s:g} s: the evaluation's "
+                                      "processes were killed", stage="worker"), lease_wait
         except (ValueError, KeyError, TypeError) as err:
-            result = EvalResult.failure(Status.crash, f"garbled message from the judge: {err}", stage="worker")
+            return EvalResult.failure(Status.crash, f"garbled message from the judge: {err}",
+                                      stage="worker"), lease_wait
         finally:
             if held is not None:
                 release()
+
+    async def _run(self, source: str, problem_ref: dict, gpu: int) -> EvalResult:
+        t0 = time.monotonic()
+        workdir, rundir, uid, extra, cand_env = self._workspace(source, gpu)
+        request = {"mode": self.s.mode, "problem": problem_ref, "candidate_path": str(rundir / "candidate.py"),
+                   "seed": secrets.randbits(48), "settings": self.s.evaluation.model_dump()}
+        out_r, out_w = os.pipe()
+        ctrl_r, ctrl_w = os.pipe()
+        res_r, res_w = os.pipe()
+        try:
+            procs = await self._spawn_all(workdir, rundir, uid, extra, cand_env, request, out_w, ctrl_r, res_w)
+        finally:
+            for fd in (ctrl_r, out_w, res_w):
+                os.close(fd)
+        judge = procs[-1]
+        reader = await _pipe_reader(res_r)
+        stdout = await _pipe_reader(out_r)
+        captured = bytearray()
+        dropped = 0
+
+        async def drain() -> None:
+            nonlocal dropped
+            while chunk := await stdout.read(65536):
+                room = OUTPUT_CAP - len(captured)
+                captured.extend(chunk[:max(room, 0)])
+                dropped += max(len(chunk) - max(room, 0), 0)
+
+        drainer = asyncio.create_task(drain())
+        os.write(ctrl_w, (json.dumps(request) + "\n").encode())
+        try:
+            result, lease_wait = await self._serve(reader, ctrl_w, gpu)
+        finally:
             for p in procs:
                 _kill_group(p.pid)
             os.close(ctrl_w)

@@ -48,7 +48,8 @@ def main(result_fd: int | None = None, runner_fds: list[int] | None = None) -> N
     try:
         import torch
 
-        from kernelsearch.evaluators.harness import RunnerClient, evaluate
+        from kernelsearch.evaluators.client import RunnerClient
+        from kernelsearch.evaluators.harness import evaluate
         from kernelsearch.evaluators.problem import load_problem
         from kernelsearch.evaluators.settings import EvalSettings
 

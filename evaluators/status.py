@@ -1,14 +1,7 @@
 """Evaluation statuses: failures are data (CONVENTIONS.md 5)."""
-from enum import Enum
+from kernelsearch.store.status import Status
 
-
-class Status(str, Enum):
-    ok = "ok"
-    compile_error = "compile_error"
-    incorrect = "incorrect"
-    timeout = "timeout"
-    crash = "crash"
-    rejected = "rejected"   # anti-cheat
+__all__ = ["Status", "CandidateFailure"]
 
 
 class CandidateFailure(Exception):

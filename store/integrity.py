@@ -16,6 +16,7 @@ from sqlmodel import Session
 
 from kernelsearch.store.models import Evaluation
 from kernelsearch.store.queries import STATUSES
+from kernelsearch.store.status import Status
 
 _NOT_JSON_OBJECT = "NOT (CASE WHEN typeof({c}) = 'text' AND json_valid({c}) THEN json_type({c}) = 'object' ELSE 0 END)"
 _NOT_JSON = "NOT (CASE WHEN typeof({c}) = 'text' THEN json_valid({c}) ELSE 0 END)"
@@ -88,7 +89,7 @@ def settle_damaged_kernels(session: Session, rows: list[DamagedRow]) -> list[int
     done = []
     for row in rows:
         if row.table == "kernel" and row.queued:
-            session.add(Evaluation(kernel_id=row.kernel_id, status="compile_error", stage="static",
+            session.add(Evaluation(kernel_id=row.kernel_id, status=Status.compile_error.value, stage="static",
                                    reason=f"damaged store row: {row.what}; not evaluated"))
             done.append(row.kernel_id)
     session.flush()

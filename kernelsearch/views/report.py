@@ -16,6 +16,7 @@ from kernelsearch.store import DEFAULT_DB
 from kernelsearch.store import queries as q
 from kernelsearch.store.integrity import shown_code
 from kernelsearch.store.models import Run
+from kernelsearch.store.status import Status
 from kernelsearch.views import fmt
 from kernelsearch.views.session import DbOpt, find_run, read_only_session, warn_damaged
 
@@ -89,8 +90,8 @@ class _Report:
 
     def _plots(self) -> str:
         ok = [(p.n, p.t_s, p.speedup) for p in self.points if p.speedup is not None]
-        fails_n = [p.n for p in self.points if p.status != "ok"]
-        fails_t = [p.t_s for p in self.points if p.status != "ok"]
+        fails_n = [p.n for p in self.points if p.status != Status.ok]
+        fails_t = [p.t_s for p in self.points if p.status != Status.ok]
         steps_n = [(p.n, p.best_so_far) for p in self.points if p.best_so_far is not None]
         steps_t = [(p.t_s, p.best_so_far) for p in self.points if p.best_so_far is not None]
         ylabel = "speedup over eager" + (" (CPU interpreter)" if self.cpu else "")
@@ -110,7 +111,7 @@ class _Report:
     def _rounds_table(self) -> str:
         rows = []
         for rs in self.rounds:
-            failed = {s: n for s, n in rs.by_status.items() if s != "ok"}
+            failed = {s: n for s, n in rs.by_status.items() if s != Status.ok}
             rows.append(
                 f"<tr><td>{rs.round}</td><td>{rs.ideas}</td><td>{rs.branches}</td><td>{rs.evaluated}</td>"
                 f"<td>{rs.correct}</td><td class=l>{_E(fmt.by_status(failed)) if failed else '—'}</td>"
@@ -159,7 +160,7 @@ class _Report:
         if self.best and kid == self.best.id:
             cls.append("best")
         badge = f'<span class="st">{_E(k.state)}</span>'
-        if k.status == "ok":
+        if k.status == Status.ok:
             info = f'<span class="x">{fmt.x(k.speedup)}</span> eager'
             if k.speedup_compile is not None:
                 info += f" · {fmt.x(k.speedup_compile)} compile"
@@ -187,7 +188,7 @@ class _Report:
     def _idea(self, iid: int, out: list[str]) -> None:
         t, i = self.t, self.t.ideas[iid]
         ks = sorted(t.branches_of.get(iid, []), key=lambda k: (t.kernels[k].branch, k))
-        ok = [t.kernels[k] for k in ks if t.kernels[k].status == "ok"]
+        ok = [t.kernels[k] for k in ks if t.kernels[k].status == Status.ok]
         best = max((k.speedup for k in ok if k.speedup is not None), default=None)
         on_path = any(k in self.on_path for k in ks)
         summ = f"{len(ok)}/{len(ks)} ok" + (f", best {fmt.x(best)}" if best is not None else "")

@@ -13,6 +13,7 @@ from kernelsearch.store import DEFAULT_DB
 from kernelsearch.store import queries as q
 from kernelsearch.store.integrity import shown_code
 from kernelsearch.store.models import Run
+from kernelsearch.store.status import Status
 from kernelsearch.views import fmt
 from kernelsearch.views.paint import STATUS_STYLE, stdout_console
 from kernelsearch.views.session import DbOpt, fail, parse_kernel_id, read_only_session, warn_damaged
@@ -56,7 +57,7 @@ def _scalar(v: Any) -> str:
 
 def _kernel_brief(k: q.KernelRow) -> str:
     res = k.state
-    if k.status == "ok":
+    if k.status == Status.ok:
         res += f" {fmt.x(k.speedup)} eager"
         if k.speedup_compile is not None:
             res += f", {fmt.x(k.speedup_compile)} compile"

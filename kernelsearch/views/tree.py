@@ -11,6 +11,7 @@ import typer
 from kernelsearch.store import DEFAULT_DB
 from kernelsearch.store import queries as q
 from kernelsearch.store.models import Run
+from kernelsearch.store.status import Status
 from kernelsearch.views import fmt
 from kernelsearch.views.paint import STATUS_STYLE, Paint, stdout_console
 from kernelsearch.views.session import DbOpt, fail, find_run, read_only_session, warn_damaged
@@ -45,7 +46,7 @@ class _TreeView:
             cand = t.best(best)
         if status is not None:
             cand = [k for k in cand
-                    if (k.state != "ok" and k.state != q.QUEUED if status == FAILED else k.state == status)]
+                    if (k.state != Status.ok and k.state != q.QUEUED if status == FAILED else k.state == status)]
         if round_ is not None:
             cand = [k for k in cand if k.round == round_]
         self.matched = {k.id for k in cand}
@@ -98,10 +99,10 @@ class _TreeView:
             parts.append(paint("★", "bold yellow"))
         parts.append(paint(f"k{k.id}", "bold" if not context else "dim"))
         parts.append(paint("seed" if k.is_seed else f"b{k.branch}", "dim"))
-        reason = fmt.one_line(k.reason, 110) if k.status not in (None, "ok") else ""
+        reason = fmt.one_line(k.reason, 110) if k.status not in (None, Status.ok) else ""
         parts.append(paint(k.state + (":" if reason else ""), STATUS_STYLE.get(k.state, "red") if not context
                            else "dim"))
-        if k.status == "ok":
+        if k.status == Status.ok:
             parts.append(paint(f"{fmt.x(k.speedup)} eager", "green" if (k.speedup or 0) > 1 else "yellow"))
             if k.speedup_compile is not None:
                 parts.append(f"{fmt.x(k.speedup_compile)} compile")
@@ -117,7 +118,7 @@ class _TreeView:
 
     def idea_label(self, i: q.IdeaRow, paint: Paint) -> str:
         ks = [self.t.kernels[k] for k in self.t.branches_of.get(i.id, [])]
-        ok = [k for k in ks if k.status == "ok"]
+        ok = [k for k in ks if k.status == Status.ok]
         best = max((k.speedup for k in ok if k.speedup is not None), default=None)
         summary = f"{len(ok)}/{len(ks)} ok" + (f", best {fmt.x(best)}" if best is not None else "")
         if i.branches_wanted > len(ks):

@@ -12,6 +12,7 @@ import typer
 
 from kernelsearch.store import DEFAULT_DB
 from kernelsearch.store import queries as q
+from kernelsearch.store.status import Status
 from kernelsearch.views import fmt
 from kernelsearch.views.session import DbOpt, find_run, read_only_session
 
@@ -62,7 +63,7 @@ def export_tsv_cmd(
     for n, k in enumerate(done, start=1):
         idea = t.ideas.get(k.idea_id) if k.idea_id is not None else None
         desc = "starter (seed)" if k.is_seed else (idea.title if idea else f"idea {k.idea_id}")
-        if k.status != "ok":
+        if k.status != Status.ok:
             desc = f"{k.status}: {k.reason or ''} | {desc}"
         if k.timing_kind == fmt.CPU_KIND:
             desc += " [cpu-interpreter timing]"
@@ -70,7 +71,7 @@ def export_tsv_cmd(
         w.writerow([n, f"r{k.round}-k{k.id}", run.problem, _num(k.tflops, ".6g"),
                     _num(k.time_ms * 1000 if k.time_ms is not None else None, ".3f"),
                     _num(k.roofline_fraction * 100 if k.roofline_fraction is not None else None, ".2f"),
-                    _num(k.speedup, ".4g"), "PASS" if k.status == "ok" else "FAIL",
+                    _num(k.speedup, ".4g"), "PASS" if k.status == Status.ok else "FAIL",
                     _num(peak_vram_mb(details.get(k.id)), ".1f"), desc])
     text = buf.getvalue()
     if out is None:

@@ -1,0 +1,12 @@
+"""Evaluation statuses, the one list: failures are data (CONVENTIONS.md 5). In the lowest room, so the store, the
+views and the controller name statuses by this enum, and the judge (evaluators/status.py) produces them."""
+from enum import Enum
+
+
+class Status(str, Enum):
+    ok = "ok"
+    compile_error = "compile_error"
+    incorrect = "incorrect"
+    timeout = "timeout"
+    crash = "crash"
+    rejected = "rejected"   # anti-cheat

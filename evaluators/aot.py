@@ -280,7 +280,7 @@ def _resolve_case(problem, case):
 # -- the public entry ----------------------------------------------------------------------------------------
 
 def aot_report(source: str, problem, case=None, *, timeout_s: float = 300.0, in_process: bool | None = None,
-               as_user: dict | None = None) -> dict:
+               as_user: dict | None = None, isolate: bool = False) -> dict:
     """Compile every Triton kernel the candidate launches (on `case`) for sm_90 and report per kernel: name,
     registers, spills, shared memory, num_warps/num_stages; or status "compile_error" with the message.
 
@@ -289,7 +289,8 @@ def aot_report(source: str, problem, case=None, *, timeout_s: float = 300.0, in_
     every loaded problem). The child inherits this process's environment otherwise (scrubbed by the pool).
     `as_user` ({"uid", "home"}): the child becomes that user once torch and Triton are imported, before the
     candidate's code loads, with `home` as its HOME, TMPDIR and Triton cache (the judge runs the candidate's sm_90
-    compile this way: in a process of the candidate's own user, never in the judge's).
+    compile this way: in a process of the candidate's own user, never in the judge's). `isolate`: the child also
+    leaves the network (an empty namespace, where allowed), with or without a user of its own.
     """
     if in_process is None:
         in_process = not _interpreting()
@@ -304,10 +305,11 @@ def aot_report(source: str, problem, case=None, *, timeout_s: float = 300.0, in_
         home = str(as_user["home"])
         env.update(HOME=home, TMPDIR=home, TRITON_CACHE_DIR=os.path.join(home, ".triton"))
     request = json.dumps({"source": source, "problem": problem.ref, "case": case_name,
-                          "uid": as_user.get("uid") if as_user else None})
+                          "uid": as_user.get("uid") if as_user else None, "isolate": isolate})
     t0 = time.monotonic()
     try:
         p = subprocess.run([sys.executable, "-m", "kernelsearch.evaluators.aot"], input=request,
+                           preexec_fn=_die_with_parent,
                            capture_output=True, text=True, timeout=timeout_s, env=env, start_new_session=True)
     except subprocess.TimeoutExpired:
         return {"status": "error", "error": f"AOT compile took longer than {timeout_s:g} s", "kernels": [],
@@ -318,6 +320,15 @@ def aot_report(source: str, problem, case=None, *, timeout_s: float = 300.0, in_
             return json.loads(line[len(marker):])
     return {"status": "error", "kernels": [], "case": case_name, "wall_s": round(time.monotonic() - t0, 3),
             "error": f"the AOT child died (exit {p.returncode}): {(p.stderr or p.stdout)[-4000:]}"}
+
+
+def _die_with_parent() -> None:
+    """PR_SET_PDEATHSIG: the compile child (its own session) ends when the process that started it is killed."""
+    import ctypes
+    import signal
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
 
 
 def _become(uid: int) -> None:
@@ -341,6 +352,11 @@ def _main() -> None:
         problem = load_problem(req["problem"])
         if req.get("uid") is not None:
             _become(int(req["uid"]))
+        elif req.get("isolate"):   # no user of its own here: at least no network
+            with contextlib.suppress(OSError, AttributeError):
+                import ctypes
+
+                ctypes.CDLL(None, use_errno=True).unshare(0x40000000)   # CLONE_NEWNET
         with contextlib.redirect_stdout(sys.stderr):   # the candidate's prints must not garble the report
             report = aot_report_inprocess(req["source"], problem, req["case"])
     except Exception as err:  # noqa: BLE001

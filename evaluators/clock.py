@@ -134,6 +134,8 @@ def time_sides(j) -> dict:
                 t1 = time.perf_counter()
                 if name != "candidate":
                     events[name] = done.get("event_ms")
+                else:
+                    j._advisories(done, "a timed batch", "timing")
                 reply, bufs = j._ask(r, {"op": "describe"}, "describing a timed batch", "timing")
                 t2 = time.perf_counter()
                 if name == "candidate":

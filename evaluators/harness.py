@@ -308,7 +308,7 @@ class Judge:
         is information, not a verdict."""
         from kernelsearch.evaluators.aot import aot_report
 
-        report = aot_report(self.source, self.problem, None, as_user=self.candidate_user)
+        report = aot_report(self.source, self.problem, None, as_user=self.candidate_user, isolate=True)
         report = {k: report.get(k) for k in ("status", "kernels", "error", "wall_s")}
         self.detail["sm90"] = report
         if report.get("status") == "compile_error":

@@ -32,6 +32,7 @@ import torch
 from kernelsearch.evaluators import wire
 
 MAX_SOURCE_BYTES = 1 << 20
+_SYNC = torch._C._cuda_synchronize if hasattr(torch._C, "_cuda_synchronize") else torch.cuda.synchronize
 
 
 class _Failure(Exception):
@@ -123,7 +124,7 @@ class Runner:
 
     def sync(self) -> None:
         if self.device == "cuda":
-            torch.cuda.synchronize()
+            _SYNC()   # bound at import, before any candidate code: rebinding torch.cuda.synchronize changes nothing
 
     # -- ops --------------------------------------------------------------------------------------------------
     def op_setup(self, req: dict) -> dict:
@@ -288,7 +289,8 @@ class Runner:
             raise _Failure("call", err) from None
         # events are asked of the reference's runners only: the judge trusts them there (reference code) to tell
         # the wall clock's overhead from the device time; a candidate's would be the candidate's word
-        return {"done": n, "event_ms": start.elapsed_time(end) if timed else None}
+        return {"done": n, "event_ms": start.elapsed_time(end) if timed else None,
+                "guard": self.guard.changed() if self.guard else []}
 
     def op_ping(self, req: dict) -> dict:
         """A one-element device op and a synchronize, just before a timed batch: the GPU switches to this process's

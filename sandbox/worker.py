@@ -18,6 +18,9 @@ import traceback
 
 
 def main(result_fd: int | None = None, runner_fds: list[int] | None = None) -> None:
+    from kernelsearch.sandbox.limits import make_undumpable
+
+    make_undumpable()   # however it was started: no process of its user can read its memory or ptrace it
     if result_fd is None:
         result_fd, runner_fds = int(sys.argv[1]), [int(a) for a in sys.argv[2:]]
     control = os.fdopen(os.dup(0), "r")

@@ -27,8 +27,9 @@ from kernelsearch.evaluators.correctness import compare
 from kernelsearch.evaluators.numerics import _no_worse_than_eager, _overflows, references, stability_inputs
 from kernelsearch.evaluators.problem import DTYPES, Case, Problem
 from kernelsearch.evaluators.result import EvalResult
+from kernelsearch.evaluators.scan import scan_source
 from kernelsearch.evaluators.settings import EvalSettings
-from kernelsearch.evaluators.static import check_source, scan_source
+from kernelsearch.evaluators.static import check_source
 from kernelsearch.evaluators.status import CandidateFailure, Status
 
 FLOOR_SLACK = 0.95             # a time below 95 % of the I/O floor is impossible

@@ -80,10 +80,12 @@ def python_open_to_others() -> bool:
     import torch
     import triton
 
-    import kernelsearch
+    import kernelsearch.evaluators as evaluators
+    import kernelsearch.store as store
 
     paths = [os.path.realpath(sys.executable), sysconfig.get_paths()["stdlib"], os.path.dirname(torch.__file__),
-             os.path.dirname(triton.__file__), os.path.dirname(os.path.realpath(kernelsearch.__file__))]
+             os.path.dirname(triton.__file__), os.path.dirname(os.path.realpath(evaluators.__file__)),
+             os.path.dirname(os.path.realpath(store.__file__))]
     for path in paths:
         parts = os.path.realpath(path).split(os.sep)
         for i in range(2, len(parts) + 1):   # folders on the way: searchable; the last: readable too

@@ -13,10 +13,12 @@ from sqlalchemy.exc import DatabaseError
 
 from kernelsearch import views
 from kernelsearch.config import ConfigError, load_config
+from kernelsearch.export import export_cmd
 from kernelsearch.store import DEFAULT_DB
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="LLM-driven tree search for fast GPU kernels.")
 views.register(app)
+app.command("export")(export_cmd)
 console = Console(highlight=False)
 
 

@@ -94,3 +94,19 @@ class LLMCall(SQLModel, table=True):
     error: Optional[str] = None
     reply_text: Optional[str] = None
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class KernelExport(SQLModel, table=True):
+    """A kernel written out in the Hugging Face `kernels` layout (`kernelsearch export`). A store made before this
+    table existed gets it, empty, the first time it is opened for writing; read-only views never need it."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    kernel_id: int = Field(foreign_key="kernel.id", index=True)
+    evaluation_id: Optional[int] = Field(default=None, foreign_key="evaluation.id")
+    name: str                             # the kernel's name in the layout (metadata.json's `name`)
+    path: str                             # the directory written, absolute
+    language: str                         # triton | cuda
+    kernel_sha256: str                    # of the evaluated candidate file, as stored (hex)
+    checksum: str                         # sha256 of the export's SHA256SUMS: every file it wrote, with its digest
+    forced: bool = False                  # written with --force for a kernel that never passed correctness
+    created_at: datetime = Field(default_factory=utcnow)

@@ -633,3 +633,19 @@ def add_evaluation(s: Session, row: Evaluation) -> Evaluation:
     become rows."""
     s.add(row)
     return row
+
+
+# -- exports (`kernelsearch export`) -------------------------------------------------------------------------------
+def add_export(session: Session, row: "KernelExport") -> int:
+    """Record one export of a kernel (its files' checksum); returns the row's id."""
+    session.add(row)
+    session.flush()
+    return row.id
+
+
+def exports_of(session: Session, kernel_id: int) -> list["KernelExport"]:
+    """The recorded exports of a kernel, oldest first."""
+    from kernelsearch.store.models import KernelExport
+
+    return list(session.exec(select(KernelExport).where(KernelExport.kernel_id == kernel_id)
+                             .order_by(KernelExport.id)).all())

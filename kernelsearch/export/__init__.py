@@ -123,23 +123,28 @@ def export_kernel(db: Path, kernel: Optional[str], target: Path, *, name: Option
     if not Path(db).is_file():
         raise ExportError(f"no store at {db} (give one with --db)")
     check_target(target, overwrite)
+    src = _with_store(db, True, lambda s: _read_source(s, db, kernel, run_name, force))
+    name = check_name(name) if name else default_name(src.problem, src.kernel_id)
+    done = _write(src, target, name, license, compile_check)
+    row = KernelExport(kernel_id=src.kernel_id, evaluation_id=src.eval_id, name=name, path=str(target.resolve()),
+                       language=src.language, kernel_sha256=src.code_sha256, checksum=done["checksum"],
+                       forced=src.forced)
+    # recorded once the files are in place; opened for writing only now (an old store gets the table here)
+    done["export_id"] = _with_store(db, False, lambda s: q.add_export(s, row))
+    return done
+
+
+def _with_store(db: Path, readonly: bool, work):
+    """`work(session)` on the store, in one unit of work; a file that is not a store is an ExportError."""
     try:
-        engine = open_store(db)   # for writing: the export is recorded (an old store gets the table here)
+        engine = open_store(db, readonly=readonly)
     except StoreError as err:
         raise ExportError(str(err)) from None
     try:
         with session_scope(engine) as s:
-            src = _read_source(s, db, kernel, run_name, force)
-        name = check_name(name) if name else default_name(src.problem, src.kernel_id)
-        done = _write(src, target, name, license, compile_check)
-        with session_scope(engine) as s:
-            done["export_id"] = q.add_export(s, KernelExport(
-                kernel_id=src.kernel_id, evaluation_id=src.eval_id, name=name, path=str(target.resolve()),
-                language=src.language, kernel_sha256=src.code_sha256, checksum=done["checksum"],
-                forced=src.forced))
+            return work(s)
     finally:
         engine.dispose()
-    return done
 
 
 def _write(src: Source, target: Path, name: str, license: str, compile_check: bool) -> dict:

@@ -249,6 +249,10 @@ def test_an_old_store_without_the_export_table_is_read_and_gets_it_when_exportin
     con.close()
     shown = CliRunner().invoke(app, ["show", "k1", "--db", str(store)])   # the read-only views never need it
     assert shown.exit_code == 0, shown.output
+    one_line_error(export(store, "k2", "--hf", str(tmp_path / "refused")), "did not pass")
+    con = sqlite3.connect(store)   # a refused export changes nothing in the store, not even its tables
+    assert not con.execute("SELECT name FROM sqlite_master WHERE name = 'kernelexport'").fetchall()
+    con.close()
     r = export(store, "k1", "--hf", str(tmp_path / "out"))
     assert r.exit_code == 0, r.output
     con = sqlite3.connect(store)

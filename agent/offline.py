@@ -97,7 +97,9 @@ class OfflineProvider:
         base = space.params_of(h.get("seed_code") or "")
         params = meta.get("params")
         fixed = set(meta.get("fixed") or [])
-        if params is None:   # an idea written elsewhere: match a move by its title, else a random applicable one
+        if meta.get("first_kernel"):   # first kernels of a family run with `starter: none`: the space's default
+            params, fixed = dict(space.default), set()
+        elif params is None:   # an idea written elsewhere: match a move by its title, else a random applicable one
             rng = random.Random(f"{self.seed}/match/{idea['title']}")
             options = space.applicable(base)
             match = [(m, p) for m, p in options if m.title.lower() in (idea["title"] + " " +

@@ -42,6 +42,17 @@ class IdeaOut:
 
 
 @dataclass
+class FailedKernel:
+    """A kernel that was not correct, as the coder is shown it."""
+
+    kernel_id: int
+    code: str
+    status: str
+    reason: str
+    error_text: str = ""     # the longer text (traceback, mismatches), already cut to a prompt's size
+
+
+@dataclass
 class CodeOut:
     code: str | None
     llm_call_id: int | None
@@ -135,6 +146,26 @@ class Coder(_Role):
                     idea_description=idea["description"], branch=branch, branches=branches,
                     sibling_errors=errs))]
         h = {**hints, "idea": idea, "seed_code": seed_code, "branch": branch, "branches": branches}
+        return await self._ask(msgs, h)
+
+    async def write_first(self, *, problem: str, reference: str, timed_case: str, idea: dict, branch: int,
+                          branches: int, failures: list[FailedKernel], hints: dict) -> CodeOut:
+        """A first kernel written from the reference alone (a problem with no starter). `failures` are the run's
+        earlier first kernels that were not correct, each with its code and what went wrong."""
+        text = ""
+        if failures:
+            text = prompt("first_failed").substitute(kernels="".join(
+                f"\n### Kernel {f.kernel_id}: {f.status}: {f.reason}\n\n"
+                + (f"```text\n{f.error_text}\n```\n\n" if f.error_text else "")
+                + f"```python\n{f.code}\n```\n" for f in failures))
+        msgs = [Message("system", prompt("system").substitute()),
+                Message("user", prompt("first").substitute(
+                    problem=problem, reference=reference, timed_case=timed_case, branch=branch, branches=branches,
+                    failures=text))]
+        h = {**hints, "idea": idea, "seed_code": "", "branch": branch, "branches": branches}
+        return await self._ask(msgs, h)
+
+    async def _ask(self, msgs: list[Message], h: dict) -> CodeOut:
         last_err, call_id = None, None
         for attempt in range(2):   # one more ask, with the error, when the reply breaks the contract
             reply, row, err = await self._call(msgs, h)

@@ -7,6 +7,7 @@ byte counts, a starter kernel and the offline search space.
 """
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import sys
@@ -210,7 +211,10 @@ def load_family(name: str) -> Problem:
 
 
 def load_file(path: str | Path) -> Problem:
-    """A KernelBench problem file, used as it is: one case, the shapes its get_inputs() draws."""
+    """A KernelBench problem file, used as it is. Its inputs are never drawn in full here: their dtypes and sizes
+    are learned on the meta device (`probe_inputs`). Where its sizes are module-level integers (`batch_size = 16`),
+    correctness is also checked at smaller, odd sizes, and interpreter-sized ones on a machine without a GPU
+    (`derive_cases`); the timed case is always the problem's own. Otherwise its one case is named `own-only`."""
     p = Path(path).resolve()
     if not p.is_file():
         raise ProblemError(f"problem file not found: {p}")
@@ -219,13 +223,170 @@ def load_file(path: str | Path) -> Problem:
     except (OSError, UnicodeDecodeError) as err:
         raise ProblemError(f"problem file {p}: cannot be read: {describe_exception(err)}") from None
     problem = Problem(name=p.stem, reference_source=source, cases=[], ref={"file": str(p)})
-    torch.manual_seed(0)
-    sample = _call_listing(problem.module.get_inputs, f"problem file {p}: get_inputs()")
+    sample = probe_inputs(problem.module, f"problem file {p}")
     _call_listing(problem.module.get_init_inputs, f"problem file {p}: get_init_inputs()")
     dtypes = [str(t.dtype).removeprefix("torch.") for t in sample if isinstance(t, torch.Tensor)]
     dtype = dtypes[0] if dtypes else "float32"
-    problem.cases = [Case("default", {}, dtype=dtype, timed=True, cpu=True)]
+    problem.cases = derive_cases(problem, dtype)
+    if len(problem.cases) > 1:
+        sized = _SizedModules(problem)
+        problem.make_inputs, problem.init_inputs = sized.inputs, sized.init_inputs
     return problem
+
+
+def probe_inputs(module: types.ModuleType, where: str) -> list:
+    """The module's get_inputs() drawn on the meta device (shapes and dtypes, no memory: a level-1 problem's inputs
+    are 6-8 GB). A get_inputs() the meta device cannot run (a value read back with .item(), a tensor made on an
+    explicit device) is called for real, as before; anything it raises then is a ProblemError naming `where`."""
+    torch.manual_seed(0)
+    try:
+        with torch.device("meta"):
+            values = module.get_inputs()
+        if isinstance(values, (list, tuple)) and all(not isinstance(v, torch.Tensor) or v.is_meta for v in values):
+            return list(values)
+    except Exception:   # noqa: BLE001 - the meta device cannot run it: the real call below says what is wrong
+        pass
+    torch.manual_seed(0)
+    return _call_listing(module.get_inputs, f"{where}: get_inputs()")
+
+
+# -- more than one shape for a KernelBench file ----------------------------------------------------------------
+MIN_SIZE = 8            # module-level integers at least this large are sizes (smaller ones: dims, kernel sizes, ...)
+CPU_BUDGETS = {"cpu_small": 1024, "cpu": 16384}   # input elements of the interpreter-sized cases
+OWN_ONLY = "own-only"   # the case name of a file whose sizes are not module-level integers
+
+
+def module_sizes(source: str) -> dict[str, int]:
+    """The file's module-level `NAME = <int>` assignments (each name assigned once) whose value is a size."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    seen: dict[str, list] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            seen.setdefault(node.targets[0].id, []).append(node.value)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            seen.setdefault(node.target.id, []).append(node.value)
+        elif isinstance(node, (ast.AugAssign,)) and isinstance(node.target, ast.Name):
+            seen.setdefault(node.target.id, []).extend([None, None])   # changed later: not a plain constant
+    values = {name: _const_int(v[0]) if len(v) == 1 else None for name, v in seen.items()}
+    return {name: n for name, n in values.items() if n is not None and n >= MIN_SIZE}
+
+
+_INT_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+            ast.FloorDiv: lambda a, b: a // b if b else None, ast.LShift: lambda a, b: a << b if 0 <= b < 64 else None,
+            ast.Pow: lambda a, b: a ** b if 0 <= b < 64 else None}
+
+
+def _const_int(node) -> int | None:
+    """An int literal or arithmetic of int literals (`4096 * 4`, `1 << 20`), else None."""
+    if isinstance(node, ast.Constant):
+        return node.value if type(node.value) is int else None
+    if isinstance(node, ast.BinOp) and type(node.op) in _INT_OPS:
+        a, b = _const_int(node.left), _const_int(node.right)
+        return None if a is None or b is None else _INT_OPS[type(node.op)](a, b)
+    return None
+
+
+def sized_source(source: str, sizes: dict[str, int]) -> str:
+    """The file's source with its module-level size integers replaced by `sizes`."""
+    tree = ast.parse(source)
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+            node.target if isinstance(node, ast.AnnAssign) else None
+        if isinstance(target, ast.Name) and target.id in sizes and _const_int(node.value) is not None:
+            node.value = ast.Constant(sizes[target.id])
+    return ast.unparse(tree)
+
+
+def _odd(n: int) -> int:
+    return n if n % 2 else n + 1
+
+
+def derive_cases(problem: Problem, dtype: str) -> list[Case]:
+    """The file's own case (timed), and where its sizes are module-level integers: one at about half the sizes,
+    each odd, and interpreter-sized ones (CPU_BUDGETS input elements at most), odd too. A derived case is kept only
+    if the reference runs on it (checked on the meta device, or for real where that cannot run and it is small);
+    the cheapest come first."""
+    own = module_sizes(problem.reference_source)
+    if not own:
+        return [Case(OWN_ONLY, {}, dtype=dtype, timed=True, cpu=True)]
+    derived: list[Case] = []
+    seen = {tuple(sorted(own.items()))}
+
+    def keep(name: str, sizes: dict[str, int], cpu: bool) -> None:
+        key = tuple(sorted(sizes.items()))
+        if key not in seen and _reference_runs(problem, sizes, cpu):
+            seen.add(key)
+            derived.append(Case(name, sizes, dtype=dtype, cpu=cpu))
+
+    for name, budget in CPU_BUDGETS.items():
+        sizes = dict(own)
+        for _ in range(64):
+            n = _input_elements(problem, sizes)
+            if n is None or n <= budget or all(v <= 3 for v in sizes.values()):
+                break
+            sizes = {k: max(3, v // 2) for k, v in sizes.items()}
+        keep(name, {k: _odd(v) for k, v in sizes.items()}, cpu=True)
+    keep("odd", {k: _odd(max(3, v // 2)) for k, v in own.items()}, cpu=False)
+    own_case = Case("own", dict(own), dtype=dtype, timed=True, cpu=not any(c.cpu for c in derived))
+    return derived + [own_case]
+
+
+def _sized_module(problem: Problem, sizes: dict[str, int]) -> types.ModuleType:
+    name = f"ks_reference_{problem.name}__" + "_".join(f"{k}{v}" for k, v in sorted(sizes.items()))
+    return load_source_module(sized_source(problem.reference_source, sizes), name, filename=problem.ref.get("file"))
+
+
+def _input_elements(problem: Problem, sizes: dict[str, int]) -> int | None:
+    """How many elements the inputs have at `sizes` (on the meta device), or None where that cannot be learned."""
+    try:
+        module = _sized_module(problem, sizes)
+        with torch.device("meta"):
+            values = module.get_inputs()
+        return sum(v.numel() for v in values if isinstance(v, torch.Tensor))
+    except Exception:   # noqa: BLE001 - a reference that cannot be sized this way keeps its own case only
+        return None
+
+
+def _reference_runs(problem: Problem, sizes: dict[str, int], small: bool) -> bool:
+    """Whether the reference Model runs on the inputs drawn at `sizes` (divisibility, head counts, ...)."""
+    try:
+        module = _sized_module(problem, sizes)
+    except Exception:   # noqa: BLE001
+        return False
+    for device in ("meta", "cpu") if small else ("meta",):
+        try:
+            torch.manual_seed(0)
+            with torch.device(device):
+                model = problem.module.Model(*module.get_init_inputs())
+                out = model(*module.get_inputs())
+            return out is not None
+        except Exception:   # noqa: BLE001 - the meta device cannot run every op: a small case is tried for real
+            continue
+    return False
+
+
+class _SizedModules:
+    """A derived case's get_inputs / get_init_inputs: the file re-executed with its sizes replaced, once per case."""
+
+    def __init__(self, problem: Problem):
+        self.problem = problem
+        self.modules: dict[str, types.ModuleType] = {}
+
+    def module(self, case: Case) -> types.ModuleType:
+        if case.name not in self.modules:
+            self.modules[case.name] = _sized_module(self.problem, case.params) if not case.timed \
+                else self.problem.module
+        return self.modules[case.name]
+
+    def inputs(self, case: Case, gen: torch.Generator) -> list:
+        torch.manual_seed(gen.initial_seed())   # a KernelBench file draws from the global RNG
+        return list(self.module(case).get_inputs())
+
+    def init_inputs(self, case: Case) -> list:
+        return list(self.module(case).get_init_inputs())
 
 
 def load_problem(spec: str | dict) -> Problem:

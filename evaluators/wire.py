@@ -111,7 +111,7 @@ def encode_bytes(t: torch.Tensor, buffers: list) -> dict:
     if t.dtype not in DTYPE_NAMES:
         raise WireError(f"tensor dtype {t.dtype} is not supported on the wire")
     host = t.to("cpu").contiguous()
-    buffers.append(host.view(torch.uint8).reshape(-1).numpy().tobytes() if host.numel() else b"")
+    buffers.append(host.reshape(-1).view(torch.uint8).numpy().tobytes() if host.numel() else b"")   # 0-dim too
     return {"t": {"dtype": DTYPE_NAMES[t.dtype], "shape": list(t.shape), "buf": len(buffers) - 1,
                   "device": t.device.type}}
 
@@ -173,6 +173,7 @@ def decode_bytes(body: Any, buffers: list, device: str) -> torch.Tensor:
         raise WireError(f"tensor of shape {shape} {body.get('dtype')} needs {numel * itemsize} bytes, got {len(raw)}")
     if numel == 0:
         return torch.empty(shape, dtype=dtype, device=device)
+    raw = raw if isinstance(raw, bytearray) else bytearray(raw)   # torch wants a writable buffer
     t = torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape)
     return t.to(device) if device != "cpu" else t.clone()
 

@@ -8,10 +8,10 @@ A bad key, a wrong type or a missing file is a `ConfigError` whose message is on
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from kernelsearch.agent.settings import LLMConfig, Price, RoleOverride, effective
 from kernelsearch.evaluators.settings import EvalSettings
@@ -29,7 +29,9 @@ class _Strict(BaseModel):
 
 class Config(_Strict):
     problem: str                                    # a built-in family (softmax) or a KernelBench .py file
-    starter: Optional[Path] = None                  # a ModelNew file to start from (a family has its own)
+    # a ModelNew file to start from; `none`: the coder writes round 0 from the reference (a KernelBench file with
+    # no starter does so too); not given: a family's own starter.py
+    starter: Optional[Union[Literal["none"], Path]] = None
     name: Optional[str] = None                      # the run's name; default: problem + time
     store: Path = DEFAULT_DB
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -42,42 +44,40 @@ class Config(_Strict):
     targets: Targets = Targets()
     evaluation: EvalSettings = EvalSettings()
 
-    @field_validator("problem")
-    @classmethod
-    def _problem_exists(cls, v: str) -> str:
+    @model_validator(mode="after")
+    def _keys_agree(self) -> "Config":
+        """Every check between keys at once: a config with several problems names them all in one line."""
         from kernelsearch.evaluators.problem import family_names
 
-        if v.endswith(".py") or "/" in v:
-            if not Path(v).is_file():
-                raise ValueError(f"problem file not found: {v}")
-        elif v not in family_names():
-            raise ValueError(f"unknown problem {v!r}; built-in families: {', '.join(family_names())}")
-        return v
-
-    @model_validator(mode="after")
-    def _starter_known(self) -> "Config":
-        is_file = self.problem.endswith(".py") or "/" in self.problem
-        if self.starter is not None and not self.starter.is_file():
-            raise ValueError(f"starter: file not found: {self.starter}")
-        if is_file and self.starter is None:
-            raise ValueError(f"starter: problem {self.problem} is a KernelBench file, which has no starter kernel: "
-                             "give `starter:` (a file defining ModelNew) to seed round 0")
+        problems: list[str] = []
+        is_file = _is_file(self.problem)
+        if is_file and not Path(self.problem).is_file():
+            problems.append(f"problem: problem file not found: {self.problem}")
+        elif not is_file and self.problem not in family_names():
+            problems.append(f"problem: unknown problem {self.problem!r}; built-in families: "
+                            f"{', '.join(family_names())}")
+        if isinstance(self.starter, Path) and not self.starter.is_file():
+            problems.append(f"starter: file not found: {self.starter}")
         if is_file and "offline" in (self.role("ideas").provider, self.role("code").provider):
-            raise ValueError("llm.provider: the offline provider searches a built-in family's space; a KernelBench "
-                             "file needs an LLM provider (openai, anthropic, openai-compatible) or replay")
-        return self
-
-    @model_validator(mode="after")
-    def _roles_complete(self) -> "Config":
+            problems.append("llm.provider: the offline provider searches a built-in family's space; a KernelBench "
+                            "file needs an LLM provider (openai, anthropic, openai-compatible) or replay")
         for role in ("ideas", "code"):
             r = self.role(role)
             if r.provider in ("openai", "anthropic", "openai-compatible") and not (r.model or r.models):
-                raise ValueError(f"{role}: provider {r.provider!r} needs llm.model (or {role}.model)")
+                problems.append(f"{role}: provider {r.provider!r} needs llm.model (or {role}.model)")
             if r.provider == "openai-compatible" and not r.base_url:
-                raise ValueError(f"{role}: provider 'openai-compatible' needs llm.base_url")
+                problems.append(f"{role}: provider 'openai-compatible' needs llm.base_url")
             if r.provider == "replay" and not r.replay_file:
-                raise ValueError(f"{role}: provider 'replay' needs llm.replay_file")
+                problems.append(f"{role}: provider 'replay' needs llm.replay_file")
+        if problems:
+            raise ValueError("; ".join(dict.fromkeys(problems)))
         return self
+
+    @property
+    def first_from_reference(self) -> bool:
+        """Round 0 is written by the coder from the reference: `starter: none`, or a KernelBench file with no
+        `starter:` (a family with no `starter:` starts from its own starter.py)."""
+        return self.starter == "none" or (self.starter is None and _is_file(self.problem))
 
     def role(self, role: str) -> LLMConfig:
         """The effective LLM settings of a role: `llm` with the role's overrides on top."""
@@ -85,21 +85,29 @@ class Config(_Strict):
 
     def search_setup(self) -> SearchSetup:
         """What the controller is given: the problem, the search's settings, each role's settings, the prices."""
-        return SearchSetup(problem=self.problem, starter=self.starter, search=self.search, budgets=self.budgets,
+        starter = self.starter if isinstance(self.starter, Path) else None
+        return SearchSetup(problem=self.problem, starter=starter, first_from_reference=self.first_from_reference,
+                           search=self.search, budgets=self.budgets,
                            targets=self.targets, ideas=self.role("ideas"), code=self.role("code"),
                            prices=self.prices)
 
 
+def _is_file(problem: str) -> bool:
+    return problem.endswith(".py") or "/" in problem
+
+
 def _format_error(err: ValidationError, source: str) -> str:
-    e = err.errors()[0]
-    loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
-    msg = e["msg"].removeprefix("Value error, ")
-    if e["type"] == "extra_forbidden":
-        msg = "unknown key"
-    elif e["type"] == "missing":
-        msg = "missing required key"
-    more = f" (and {len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
-    return f"{source}: {loc}: {msg}{more}"
+    """Every error pydantic found, in one line: `source: key: what; key: what`."""
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key"
+        elif e["type"] == "missing":
+            msg = "missing required key"
+        parts.append(f"{loc}: {msg}" if loc else msg)   # a check between keys names its keys itself
+    return f"{source}: " + "; ".join(parts)
 
 
 def parse_config(data: dict, source: str = "config", base_dir: Path | None = None) -> Config:

@@ -65,6 +65,15 @@ class Progress:
                          style="dim", markup=False)
         elif kind == "llm_error":
             self.c.print(f"  [yellow]{data['role']} reply unusable:[/] {str(data['error'])[:200]}")
+        elif kind == "first_kernels":
+            self.round = data["round"]
+            self.c.print(f"[bold]round {self.round}[/]: the coder writes {data['n']} first kernels from the reference "
+                         "(no starter; the reference is the baseline, never a candidate)")
+        elif kind == "no_correct":
+            self.c.print(f"[yellow]no first kernel is correct yet[/]: round {data['round']} writes first kernels "
+                         "again, shown the failures")
+        elif kind == "none_correct":
+            self.c.print(f"[yellow]no correct kernel found[/] before the run stopped ({data['reason']})")
         elif kind == "finished":
             self.c.print(f"[bold]finished[/]: {data['reason']}")
 
@@ -73,7 +82,7 @@ class Progress:
             return usage(s, self.run_id)
 
 
-def check_problem(cfg: Config) -> None:
+def check_problem(cfg: Config):
     """Load the problem and run its reference on its own inputs: a file that does not load, or a reference that
     fails, is a RunError of one line. Refuse a problem whose reference output is (near) constant: zeros or a
     constant would pass it."""
@@ -93,6 +102,20 @@ def check_problem(cfg: Config) -> None:
                        f"{describe_exception(err)}") from None
     if degenerate and not cfg.evaluation.allow_degenerate_problem:
         raise RunError(f"{message} (set evaluation.allow_degenerate_problem: true to search it anyway)")
+    return problem
+
+
+def _shapes_note(problem) -> str | None:
+    """What a KernelBench file's correctness covers: its derived cases, or only its own case."""
+    from kernelsearch.evaluators.problem import OWN_ONLY
+
+    if problem.family is not None:
+        return None
+    if [c.name for c in problem.cases] == [OWN_ONLY]:
+        return (f"problem {problem.name}: only its own case is checked for correctness (its sizes are not "
+                "module-level integers, so no other sizes can be derived)")
+    return (f"problem {problem.name}: correctness on " + ", ".join(c.describe() for c in problem.cases)
+            + f"; timed: {problem.timed_case.describe()} (on the CPU: {problem.cpu_timed_case().describe()})")
 
 
 def _open(db: Path):
@@ -104,7 +127,7 @@ def _open(db: Path):
 
 
 def start_run(cfg: Config, db: Path, name: str | None, console: Console) -> str:
-    check_problem(cfg)
+    problem = check_problem(cfg)
     engine = _open(db)
     name = name or cfg.name or f"{Path(cfg.problem).stem}-{datetime.now():%Y%m%d-%H%M%S}"
     exists = f"a run named {name!r} already exists in {db}; `kernelsearch resume {name}` continues it"
@@ -124,6 +147,9 @@ def start_run(cfg: Config, db: Path, name: str | None, console: Console) -> str:
                   f"provider {cfg.role('ideas').provider}/{cfg.role('code').provider}, device "
                   + ("cpu: Triton interpreter, timings labelled cpu-interpreter (not GPU timings)"
                      if pool.s.mode == "cpu" else f"cuda x{len(pool.s.gpus)}"), markup=False)
+    note = _shapes_note(problem)
+    if note:
+        console.print(note, markup=False)
     _warn_unpriced(cfg, console)
     return _drive(cfg, engine, run_id, pool, console, name)
 

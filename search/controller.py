@@ -19,7 +19,7 @@ from sqlmodel import Session
 
 from kernelsearch.agent.errors import AuthError
 from kernelsearch.agent.providers import make_provider
-from kernelsearch.agent.roles import Coder, IdeaWriter, SeedView
+from kernelsearch.agent.roles import Coder, FailedKernel, IdeaWriter, SeedView
 from kernelsearch.evaluators.problem import load_problem
 from kernelsearch.evaluators.static import kernel_language
 from kernelsearch.sandbox.pool import EvaluatorPool
@@ -29,6 +29,11 @@ from kernelsearch.store import Evaluation, Idea, session_scope
 from kernelsearch.store import queries as q
 
 EventSink = Callable[[str, dict], None]
+
+FIRST = "first_kernel"            # the meta key that marks an idea as "first kernels from the reference"
+FIRST_TITLE = "First kernels from the reference"
+FAILURES_SHOWN = 3                # earlier failed first kernels shown to the coder of a first-kernel round
+ERROR_CHARS = 1500                # of each one's error text (its end: a traceback's last lines say the most)
 
 def code_hash(code: str) -> str:
     return hashlib.sha256(code.strip().encode()).hexdigest()[:16]
@@ -174,11 +179,40 @@ class Controller:
 
     # -- rounds ---------------------------------------------------------------------------------------------
     def _ensure_starter(self) -> None:
+        """Round 0's seed: the starter kernel, or, for a problem with no starter, an idea asking the coder for first
+        kernels from the reference (written by `_complete_round(0)`, so a resumed run writes what is missing)."""
         with session_scope(self.engine) as s:
-            if q.first_kernel(s, self.run_id) is not None:
+            if q.first_kernel(s, self.run_id) is not None or q.last_round(s, self.run_id) > 0:
+                return
+            if self.setup.first_from_reference:
+                if not q.ideas_with_evaluations(s, self.run_id):   # a resumed run has its round-0 idea
+                    self._add_first_idea(s, 0)
                 return
             code = self.setup.starter.read_text() if self.setup.starter else self.problem.starter_source
             self._add_kernel(s, code, round=0)
+
+    def _add_first_idea(self, s: Session, rnd: int) -> None:
+        again = "" if rnd == 0 else " (again: none of the earlier ones is correct)"
+        q.add_idea(s, self.run_id, round=rnd, parent_kernel_id=None, title=FIRST_TITLE + again,
+                   text="The coder writes first correct kernels from the reference alone; the correct ones seed the "
+                        "next round.", meta_json=json.dumps({FIRST: True}), llm_call_id=None,
+                   branches_wanted=self.setup.first_kernels)
+
+    def _any_correct(self) -> bool:
+        with session_scope(self.engine) as s:
+            return q.best_evaluation(s, self.run_id) is not None
+
+    def _first_round(self, rnd: int) -> None:
+        """A round of first kernels from the reference: round 0, or a later one while none is correct yet."""
+        with session_scope(self.engine) as s:
+            self._add_first_idea(s, rnd)
+        self.emit("first_kernels", {"round": rnd, "n": self.setup.first_kernels})
+
+    def _failed_first(self, before_round: int) -> list[FailedKernel]:
+        with session_scope(self.engine) as s:
+            rows = q.failed_kernels(s, self.run_id, before_round=before_round, limit=FAILURES_SHOWN)
+        return [FailedKernel(k.id, k.code, ev.status, ev.reason or "", (ev.error_text or "")[-ERROR_CHARS:])
+                for k, ev in rows]
 
     def _seeds(self) -> list[SeedView]:
         with session_scope(self.engine) as s:
@@ -206,7 +240,8 @@ class Controller:
                 outcome = "every branch failed: " + "; ".join(sorted({f"{e.status}: {e.reason}"[:160] for e in evs}))
             else:
                 outcome = "no branch evaluated"
-            out.append(f"{idea.title} (on kernel {idea.parent_kernel_id}): {outcome}")
+            on = f"on kernel {idea.parent_kernel_id}" if idea.parent_kernel_id else "from the reference"
+            out.append(f"{idea.title} ({on}): {outcome}")
         return out
 
     def _codes(self, before_round: int | None = None) -> list[str]:
@@ -261,12 +296,20 @@ class Controller:
             seed_ev = q.get_evaluation(s, seed_k.id) if seed_k else None
             siblings = q.failed_evaluations_of_idea(s, idea.id)
         seed_code = seed_k.code if seed_k else (self.problem.starter_source or "")
-        out = await self.coder.write(
-            problem=self.problem.name, reference=self.problem.reference_source, timed_case=self._timed_case(),
-            seed_id=seed_k.id if seed_k else None, seed_code=seed_code, seed_result=describe_result(seed_ev),
-            idea={"id": idea.id, "title": idea.title, "description": idea.text, "meta": json.loads(idea.meta_json)},
-            branch=branch, branches=idea.branches_wanted,
-            sibling_errors=[f"{e.status}: {e.reason}" for e in siblings], hints=self._code_hints(idea.round))
+        meta = json.loads(idea.meta_json)
+        if meta.get(FIRST):
+            out = await self.coder.write_first(
+                problem=self.problem.name, reference=self.problem.reference_source, timed_case=self._timed_case(),
+                idea={"id": idea.id, "title": idea.title, "description": idea.text, "meta": meta}, branch=branch,
+                branches=idea.branches_wanted, failures=self._failed_first(idea.round),
+                hints=self._code_hints(idea.round))
+        else:
+            out = await self.coder.write(
+                problem=self.problem.name, reference=self.problem.reference_source, timed_case=self._timed_case(),
+                seed_id=seed_k.id if seed_k else None, seed_code=seed_code, seed_result=describe_result(seed_ev),
+                idea={"id": idea.id, "title": idea.title, "description": idea.text, "meta": meta},
+                branch=branch, branches=idea.branches_wanted,
+                sibling_errors=[f"{e.status}: {e.reason}" for e in siblings], hints=self._code_hints(idea.round))
         if out.code is None:
             self.emit("llm_error", {"role": "code", "error": out.error})
             return
@@ -309,8 +352,10 @@ class Controller:
         self._ensure_starter()
         await self._evaluate_queued()
         rnd = self._last_round()
-        if rnd > 0:
-            await self._complete_round(rnd)   # a resumed run finishes the round it was killed in
+        if rnd > 0 or self.setup.first_from_reference:
+            if rnd == 0:
+                self.emit("first_kernels", {"round": 0, "n": self.setup.first_kernels})
+            await self._complete_round(rnd)   # round 0's first kernels; or the round a resumed run was killed in
         while True:
             reason = self._check_budgets()
             if reason:
@@ -319,9 +364,15 @@ class Controller:
                 reason = "rounds_done"
                 break
             rnd += 1
-            await self._propose(rnd)
+            if self.setup.first_from_reference and not self._any_correct():
+                self.emit("no_correct", {"round": rnd})   # the coder of this round sees the failures
+                self._first_round(rnd)
+            else:
+                await self._propose(rnd)
             await self._complete_round(rnd)
         self.stop_reason = reason
+        if not self._any_correct():
+            self.emit("none_correct", {"reason": reason})
         with session_scope(self.engine) as s:
             q.finish_run(s, self.run_id, reason, self._elapsed())
         self.emit("finished", {"reason": reason})

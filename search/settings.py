@@ -26,6 +26,9 @@ class SearchConfig(_Strict):
     ideas_per_round: int = Field(default=4, ge=1)
     branches_per_idea: int = Field(default=2, ge=1)
     seeds_per_round: int = Field(default=2, ge=1)
+    # round 0 of a problem with no starter: how many first kernels the coder writes from the reference (and again
+    # each round until one is correct); default: branches_per_idea
+    first_kernels: Optional[int] = Field(default=None, ge=1)
     concurrency: int = Field(default=2, ge=1)   # candidates evaluated at once
     seed: int = 0                               # the offline provider's RNG and branch picks
 
@@ -47,10 +50,15 @@ class SearchSetup:
     """What one controller is given to run a search (the evaluation settings travel with the pool)."""
 
     problem: str                    # a built-in family (softmax) or a KernelBench .py file
-    starter: Optional[Path]         # a ModelNew file to start from; None: the family's own starter
+    starter: Optional[Path]         # a ModelNew file to start from; None: the family's own (or none, below)
     search: SearchConfig
     budgets: Budgets
     targets: Targets
     ideas: LLMConfig                # the idea writer's effective settings (llm: with ideas: on top)
     code: LLMConfig                 # the coder's
     prices: Mapping[str, Price]     # model name -> $ per million tokens in and out
+    first_from_reference: bool = False   # no starter: round 0's kernels are written by the coder from the reference
+
+    @property
+    def first_kernels(self) -> int:
+        return self.search.first_kernels or self.search.branches_per_idea

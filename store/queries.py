@@ -603,6 +603,13 @@ def ideas_with_evaluations(session: Session, run_id: int) -> list[tuple[Idea, li
     return [(idea, by_idea.get(idea.id, [])) for idea in ideas]
 
 
+def failed_kernels(session: Session, run_id: int, *, before_round: int, limit: int) -> list[tuple[Kernel, Evaluation]]:
+    """The run's most recent kernels from rounds before `before_round` whose evaluation is not ok, newest first."""
+    return list(session.exec(select(Kernel, Evaluation).join(Evaluation, Evaluation.kernel_id == Kernel.id)
+                             .where(Kernel.run_id == run_id, Kernel.round < before_round, Evaluation.status != "ok")
+                             .order_by(Kernel.id.desc()).limit(limit)).all())
+
+
 def failed_evaluations_of_idea(session: Session, idea_id: int) -> list[Evaluation]:
     """The evaluations of an idea's branches that are not ok."""
     return list(session.exec(select(Evaluation).join(Kernel).where(Kernel.idea_id == idea_id,

@@ -60,13 +60,45 @@ def get_init_inputs():
     assert not (tmp_path / "ks.db").exists()
 
 
-def test_kernelbench_file_needs_a_starter_and_an_llm(tmp_path):
+def test_kernelbench_file_needs_an_llm_not_a_starter(tmp_path):
+    """A KernelBench file with no `starter:` is accepted (round 0 is written from the reference, issue 19); the
+    offline provider, which searches a family's space, is refused in one line, starter or not."""
+    from kernelsearch.config import parse_config
+
     prob = tmp_path / "19_ReLU.py"
     prob.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
                     "        return torch.relu(x)\ndef get_inputs():\n    return [torch.randn(4, 9)]\n"
                     "def get_init_inputs():\n    return []\n")
-    for extra, expected in (({}, "starter: problem"), ({"starter": str(prob)}, "llm.provider: the offline")):
+    for extra in ({}, {"starter": str(prob)}):
         cfg = tmp_path / "c.yaml"
         cfg.write_text(yaml.safe_dump({"problem": str(prob), "store": str(tmp_path / "ks.db"), **extra}))
         r = cli("run", str(cfg), cwd=tmp_path, timeout=120)
-        assert r.returncode == 2 and expected in r.stderr, r.stderr
+        assert r.returncode == 2, r.stderr
+        line, = r.stderr.strip().splitlines()
+        assert "llm.provider: the offline" in line and "starter" not in line, line
+    cfg = parse_config({"problem": str(prob), "llm": {"provider": "replay", "replay_file": str(prob)}})
+    assert cfg.first_from_reference and cfg.search_setup().first_from_reference
+    assert not parse_config({"problem": "softmax"}).first_from_reference
+    assert parse_config({"problem": "softmax", "starter": "none"}).search_setup().first_from_reference
+
+
+def test_every_config_error_in_one_line(tmp_path):
+    """Several problems in one config are all named at once, in one line: those pydantic finds in the keys'
+    values, and those between keys (a missing file, a provider's missing settings, the offline provider on a file)."""
+    prob = tmp_path / "p.py"
+    prob.write_text("x = 1\n")
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(yaml.safe_dump({"problem": str(prob), "store": str(tmp_path / "ks.db"),
+                                   "starter": str(tmp_path / "nope.py"),
+                                   "code": {"provider": "openai-compatible"}}))
+    r = cli("run", str(cfg), cwd=tmp_path, timeout=120)
+    assert r.returncode == 2
+    line, = r.stderr.strip().splitlines()
+    for part in ("starter: file not found", "llm.provider: the offline provider", "code: provider "
+                 "'openai-compatible' needs llm.model", "code: provider 'openai-compatible' needs llm.base_url"):
+        assert part in line, (part, line)
+    cfg.write_text(yaml.safe_dump({"problem": "softmax", "serach": {}, "search": {"rounds": "two", "seed": "x"}}))
+    line, = cli("run", str(cfg), cwd=tmp_path, timeout=120).stderr.strip().splitlines()
+    for part in ("serach: unknown key", "search.rounds: Input should be a valid integer", "search.seed: Input"):
+        assert part in line, (part, line)
+    assert not (tmp_path / "ks.db").exists()

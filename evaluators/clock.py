@@ -113,40 +113,23 @@ def time_sides(j) -> dict:
     per_call: dict[str, list[float]] = {k: [] for k in sides}
     overheads: list[float] = []
     side_steps: list[float] = []   # per batch: (candidate's ping + describe) - (the reference's)
-    with j.lease("exclusive"):
-        if cuda and j.ceilings is None:
-            from kernelsearch.evaluators.roofline import ceilings
-
-            j.ceilings = ceilings("cuda")   # measured once per device, only while holding it alone
+    # On a GPU only the timed steps hold the device alone (an exclusive lease a batch: milliseconds); refilling the
+    # inputs and checking the outputs run beside other candidates' checks (a shared lease). The candidate's process
+    # is frozen from the refill until its ping, and from its describe until its outputs are read, so it never runs
+    # while fresh inputs wait for it. On the CPU the whole loop is one exclusive hold.
+    whole = contextlib.nullcontext() if cuda else j.lease("exclusive")
+    part = (lambda kind: j.lease(kind)) if cuda else (lambda kind: contextlib.nullcontext())
+    with whole:
         for b in range(batches[1]):
-            _refill(j, sides, views, inputs_of, b, n)
-            clock: dict[str, tuple[float, float]] = {}
-            events: dict[str, float | None] = {}
-            pings: dict[str, float] = {}
-            for name in (list(sides) if b % 2 == 0 else list(sides)[::-1]):   # neither side always first
-                r = sides[name]
-                tp = time.perf_counter()
-                j._ask(r, {"op": "ping"}, "a ping", "timing")
-                t0 = time.perf_counter()
-                pings[name] = t0 - tp
-                done, _ = j._ask(r, {"op": "batch", "slots": list(range(n)), "n": n, "events": name != "candidate"},
-                                 "a timed batch", "timing")
-                t1 = time.perf_counter()
-                if name != "candidate":
-                    events[name] = done.get("event_ms")
-                else:
-                    j._advisories(done, "a timed batch", "timing")
-                reply, bufs = j._ask(r, {"op": "describe"}, "describing a timed batch", "timing")
-                t2 = time.perf_counter()
-                if name == "candidate":
-                    r.freeze()   # nothing runs in the candidate's process until its outputs are read
-                    cand_reply, cand_bufs = reply, bufs
-                clock[name] = (t1 - t0, t2 - t1)
-                del reply, bufs
-            # the overhead of a batch on the judge's wall clock (waking the runner, the GPU switching to its
-            # context, the replay's launch, synchronize, the reply) is what the eager reference's batch took beyond
-            # its device time, read with events in its own (trusted) runner; the candidate's batch is charged its
-            # wall time less that overhead, the references their event time
+            with part("shared"):
+                _refill(j, sides, views, inputs_of, b, n)
+            with part("exclusive"):
+                if cuda and j.ceilings is None:
+                    from kernelsearch.evaluators.roofline import ceilings
+
+                    j.ceilings = ceilings("cuda")   # measured once per device, only while holding it alone
+                clock, events, pings, cand_reply, cand_bufs = _timed_batch(j, sides, b, n)
+            # the reference's runners are trusted: their wall time beyond their CUDA-event time is recorded
             ev = events.get("eager")
             overheads.append(clock["eager"][0] - ev / 1e3 if cuda and isinstance(ev, (int, float)) else fixed)
             for name, (t_batch, t_desc) in clock.items():
@@ -157,7 +140,8 @@ def time_sides(j) -> dict:
                     per_call[name].append(events[name] / n)
                 else:
                     per_call[name].append(max(t_batch - fixed, 0.0) * 1e3 / n)
-            _check(j, sides["candidate"], cand_reply, cand_bufs, inputs_of, b, n, ref, atol, rtol)
+            with part("shared"):
+                _check(j, sides["candidate"], cand_reply, cand_bufs, inputs_of, b, n, ref, atol, rtol)
             del cand_reply, cand_bufs
             if b + 1 >= batches[0] and all(spread(v) <= TARGET_SPREAD for v in per_call.values()):
                 break
@@ -186,27 +170,59 @@ def time_sides(j) -> dict:
     return out
 
 
+def _timed_batch(j, sides: dict, b: int, n: int):
+    """Each side's ping, batch and describe, on the judge's clock; the candidate is thawed just before its ping and
+    frozen again after its describe. Returns the clock readings, the references' event times, the pings, and the
+    candidate's describe reply with its buffers."""
+    clock: dict[str, tuple[float, float]] = {}
+    events: dict[str, float | None] = {}
+    pings: dict[str, float] = {}
+    cand_reply, cand_bufs = None, None
+    for name in (list(sides) if b % 2 == 0 else list(sides)[::-1]):   # neither side always first
+        r = sides[name]
+        if name == "candidate":
+            r.thaw()
+        tp = time.perf_counter()
+        j._ask(r, {"op": "ping"}, "a ping", "timing")
+        t0 = time.perf_counter()
+        pings[name] = t0 - tp
+        done, _ = j._ask(r, {"op": "batch", "slots": list(range(n)), "n": n, "events": name != "candidate"},
+                         "a timed batch", "timing")
+        t1 = time.perf_counter()
+        if name != "candidate":
+            events[name] = done.get("event_ms")
+        else:
+            j._advisories(done, "a timed batch", "timing")
+        reply, bufs = j._ask(r, {"op": "describe"}, "describing a timed batch", "timing")
+        t2 = time.perf_counter()
+        if name == "candidate":
+            r.freeze()   # nothing runs in the candidate's process until its outputs are read
+            cand_reply, cand_bufs = reply, bufs
+        clock[name] = (t1 - t0, t2 - t1)
+        del reply, bufs
+    return clock, events, pings, cand_reply, cand_bufs
+
+
 def _refill(j, sides: dict, views: dict, inputs_of, b: int, n: int) -> None:
-    """Fresh inputs in every slot of every side. On a GPU the judge writes them in place, the candidate frozen."""
+    """Fresh inputs in every slot of every side (on a GPU written in place by the judge); the candidate is left
+    frozen, until its ping."""
     cand = sides["candidate"]
     if j.mode == "cuda":
-        cand.freeze()
-        try:
-            for k in range(n):
-                x = inputs_of(b, k)
-                for name in sides:
-                    for view, v in zip(views[name][k], x):
-                        if isinstance(v, torch.Tensor):
-                            view.copy_(v)
-                del x
-            torch.cuda.synchronize()
-        finally:
-            cand.thaw()
+        cand.freeze()   # thawed by _timed_batch just before its ping
+        for k in range(n):
+            x = inputs_of(b, k)
+            for name in sides:
+                for view, v in zip(views[name][k], x):
+                    if isinstance(v, torch.Tensor):
+                        view.copy_(v)
+            del x
+        torch.cuda.synchronize()
         return
     for k in range(n):
         x = inputs_of(b, k)
         for r in sides.values():
             j._put(r, k, x, "timing")
+    cand.freeze()
 
 
 def _check(j, r, reply: dict, bufs: list, inputs_of, b: int, n: int, ref, atol: float, rtol: float) -> None:

@@ -1,7 +1,8 @@
 """One typed config tree (pydantic, unknown keys rejected), loaded from YAML.
 
 The settings types live in the rooms that use them (agent/settings.py: `llm`, `ideas`, `code`, `prices`;
-search/settings.py: `search`, `budgets`, `targets`; evaluators/settings.py: `evaluation`); `Config` composes them with the run's own keys.
+search/settings.py: `search`, `budgets`, `targets`;
+evaluators/settings.py: `evaluation`); `Config` composes them with the run's own keys.
 
 A bad key, a wrong type or a missing file is a `ConfigError` whose message is one line naming the key.
 """

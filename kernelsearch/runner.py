@@ -19,6 +19,7 @@ from kernelsearch.store import Run, open_store, session_scope
 from kernelsearch.store.database import StoreError
 from kernelsearch.store.integrity import damaged_rows, settle_damaged_kernels, summary
 from kernelsearch.store.queries import kernel_count, last_round, usage
+from kernelsearch.store.status import Status
 
 
 class RunError(Exception):
@@ -52,9 +53,9 @@ class Progress:
             self.done += 1
             self.queued -= 1
             sp = data["speedup"]
-            if data["status"] == "ok" and sp is not None and (self.best is None or sp > self.best):
+            if data["status"] == Status.ok and sp is not None and (self.best is None or sp > self.best):
                 self.best = sp
-            what = f"{sp:.3g}x" if data["status"] == "ok" and sp is not None else (data["reason"] or "")[:60]
+            what = f"{sp:.3g}x" if data["status"] == Status.ok and sp is not None else (data["reason"] or "")[:60]
             tok, cost = self._usage()
             best = f"{self.best:.3g}x" if self.best is not None else "-"
             self.c.print(f"  k{data['kernel_id']:<4} {data['status']:<13} {what}", markup=False)

@@ -27,6 +27,7 @@ from kernelsearch.search.seeds import Scored, pick_seeds
 from kernelsearch.search.settings import SearchSetup
 from kernelsearch.store import Evaluation, Idea, session_scope
 from kernelsearch.store import queries as q
+from kernelsearch.store.status import Status
 
 EventSink = Callable[[str, dict], None]
 
@@ -52,7 +53,7 @@ def language_of(code: str) -> str:
 def describe_result(ev: Evaluation | None) -> str:
     if ev is None:
         return "not evaluated yet"
-    if ev.status != "ok":
+    if ev.status != Status.ok:
         return f"{ev.status}: {ev.reason}"
     parts = [f"{ev.time_ms:.4g} ms ({ev.timing_kind})", f"{ev.speedup:.2f}x eager"]
     if ev.speedup_compile:
@@ -232,7 +233,7 @@ class Controller:
             tried = q.ideas_with_evaluations(s, self.run_id)
         out = []
         for idea, evs in tried:
-            ok = [e for e in evs if e.status == "ok"]
+            ok = [e for e in evs if e.status == Status.ok]
             if ok:
                 best = max(ok, key=lambda e: e.speedup or 0)
                 outcome = f"best branch {best.speedup:.2f}x eager ({len(ok)}/{len(evs)} branches correct)"

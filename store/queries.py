@@ -20,9 +20,10 @@ from sqlalchemy import case, func, update
 from sqlmodel import Session, select
 
 from kernelsearch.store.models import Evaluation, Idea, Kernel, LLMCall, Run, utcnow
+from kernelsearch.store.status import Status
 
 QUEUED = "queued"                 # the state of a kernel that has no evaluation yet
-STATUSES = ("ok", "compile_error", "incorrect", "timeout", "crash", "rejected")
+STATUSES = tuple(s.value for s in Status)
 _is_error = case((LLMCall.status == "ok", 0), else_=1)   # an LLM call that did not return a usable reply
 
 
@@ -109,7 +110,7 @@ class RunStats:
 
     @property
     def correct(self) -> int:
-        return self.by_status.get("ok", 0)
+        return self.by_status.get(Status.ok.value, 0)
 
 
 @dataclass
@@ -613,7 +614,7 @@ def failed_kernels(session: Session, run_id: int, *, before_round: int, limit: i
 def failed_evaluations_of_idea(session: Session, idea_id: int) -> list[Evaluation]:
     """The evaluations of an idea's branches that are not ok."""
     return list(session.exec(select(Evaluation).join(Kernel).where(Kernel.idea_id == idea_id,
-                                                                   Evaluation.status != "ok")).all())
+                                                                   Evaluation.status != Status.ok.value)).all())
 
 
 def open_ideas(session: Session, run_id: int, round: int) -> list[Idea]:

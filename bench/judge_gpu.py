@@ -121,7 +121,8 @@ def main() -> int:
         try:
             fam = "softmax"
             r, wall = judged(fam, open(path).read(), args.iters)
-            _say(f"[cheat {os.path.basename(path)}] {r.status.value} x{r.speedup} [{r.stage}] {r.reason} ({wall:.1f} s)")
+            _say(f"[cheat {os.path.basename(path)}] {r.status.value} x{r.speedup} [{r.stage}] {r.reason} "
+                 f"({wall:.1f} s)")
         except Exception:  # noqa: BLE001
             _say(f"[cheat {path}] FAILED:\n{traceback.format_exc()}")
     _say("\nms per call: isolated = in-process events, L2 flushed, one call at a time; graph = in-process events "

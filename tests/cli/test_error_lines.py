@@ -26,7 +26,7 @@ from kernelsearch.evaluators.static import MAX_SOURCE_BYTES, check_source
 from kernelsearch.evaluators.status import CandidateFailure, Status
 from kernelsearch.store.database import open_store
 from kernelsearch.store.models import Evaluation, Kernel, Run
-from tests.helpers import ONLINE, ROOT, cli
+from tests.helpers import ONLINE, cli
 from tests.views.known_store import build_known_store
 
 GOOD_PROBLEM = '''import torch

@@ -12,7 +12,6 @@ from kernelsearch.evaluators.problem import family_names
 from kernelsearch.evaluators.settings import EvalSettings
 from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings
 
-
 FAST = ["cross_entropy", "rmsnorm"]   # a 0-dim output (the loss) and a plain row op, in `make test`
 
 

@@ -156,22 +156,27 @@ def test_forged_verdict_is_not_taken(results, name):
 
 @pytest.mark.parametrize("name", _param(TIMING))
 def test_timing_attack_gains_nothing(results, name):
-    """Not ok, or a speedup no larger than the honest starter's x 1.25, measured in the same batch. On the CPU
-    interpreter the eager reference is a few microseconds and its reading wanders between evaluations (up to 2x
-    seen on a loaded machine, once 10x), so a comparison that fails is measured once more, the fixture beside two
-    starters; a working attack gains 6-50x (see the folder's README), past either reading."""
-    r = results[name]
-    if _get(r, "status") != "ok":
-        return
-    honest = max(_get(h, "speedup") for h in results["__honest__"])
-    if _get(r, "speedup") <= TIMING_SLACK * honest:
+    """Not ok, or timed no faster than the honest starter (its own time at least the starters' / 1.25) with a
+    reference no slower than theirs (at most 3x: on the CPU interpreter the eager reference takes tens of
+    microseconds and its reading wanders 2x between evaluations; a working attack gains 6-50x, see the folder's
+    README). The two sides are checked apart because their ratio, the speedup, carries the reference's noise: a
+    speedup test failed 1 run in about 20. A failing reading is measured once more, beside two starters."""
+    def gains(r, honest) -> str | None:
+        if _get(r, "status") != "ok":
+            return None
+        fastest = min(_get(h, "time_ms") for h in honest)
+        slowest_ref = max(_get(h, "ref_time_ms") for h in honest)
+        if _get(r, "time_ms") < fastest / TIMING_SLACK:
+            return f"timed at {_get(r, 'time_ms'):.4g} ms, the honest starter at {fastest:.4g}"
+        if _get(r, "ref_time_ms") > 3 * slowest_ref:
+            return f"its reference timed at {_get(r, 'ref_time_ms'):.4g} ms, the starters' at most {slowest_ref:.4g}"
+        return None
+
+    if gains(results[name], results["__honest__"]) is None:
         return
     again = _evaluate([(JUDGE / f"{name}.py").read_text(), STARTER, STARTER])
-    if _get(again[0], "status") != "ok":
-        return
-    honest = max(_get(h, "speedup") for h in again[1:])
-    assert _get(again[0], "speedup") <= TIMING_SLACK * honest, (
-        name, _get(r, "speedup"), _get(again[0], "speedup"), honest)
+    why = gains(again[0], again[1:])
+    assert why is None, (name, why)
 
 
 @pytest.mark.parametrize("name", _param({"store_forgery"}))

@@ -309,7 +309,10 @@ class Judge:
         is information, not a verdict."""
         from kernelsearch.evaluators.aot import aot_report
 
-        report = aot_report(self.source, self.problem, None, as_user=self.candidate_user, isolate=True)
+        # a family's timed case is sized for the compile (its specialisations are the GPU's); a problem file's own
+        # size can be gigabytes of inputs on this CPU, so its largest interpreter-sized case stands in
+        case = None if self.problem.family is not None else self.problem.cpu_timed_case()
+        report = aot_report(self.source, self.problem, case, as_user=self.candidate_user, isolate=True)
         report = {k: report.get(k) for k in ("status", "kernels", "error", "wall_s")}
         self.detail["sm90"] = report
         if report.get("status") == "compile_error":

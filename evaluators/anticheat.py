@@ -1,20 +1,14 @@
-"""Anti-cheat checks against the known ways a candidate wins without doing the work (issue 5).
+"""Run-time anti-cheat pieces used in the candidate's runner, and the problem-level variance check.
 
-Static (before any process loads the candidate): `scan_source`, in evaluators/static.py, rejects torch compute
-reached from host code by any route it can resolve (checks 1 and 2) and notes low-precision casts (check 10).
-Run time (in the worker, see harness.Evaluator): `LaunchCounter` proves the candidate's own Triton kernels ran
-during each forward (checks 1, 2); `Guard` captures the identity of the timer, synchronize and comparison
-functions before the candidate is loaded and verifies them after load and after every call (check 7);
-`thread_check` (check 6), `alias_check` (check 9). `check_problem_variance` flags degenerate problems (check 12).
-Every reason starts with the name of its check, so a stored result says which check caught the candidate.
+The judge decides from outputs it reads itself and times with its own clock (evaluators/harness.py, clock.py);
+what is here runs in the candidate's process and is advisory there (docs/anticheat.md): `LaunchCounter` counts
+launches of the candidate's own Triton kernels (the kernel-launch check), `Guard` reports objects the candidate
+replaced (the identity check). `check_problem_variance` flags a problem whose reference output barely varies
+(check 12). The static scan of the source is evaluators/scan.py.
 """
 from __future__ import annotations
 
-import threading
-
 import torch
-
-from kernelsearch.evaluators.status import CandidateFailure, Status
 
 
 class LaunchCounter:
@@ -73,36 +67,6 @@ class Guard:
 def _identity(owner, attr):
     obj = owner.__dict__.get(attr, getattr(owner, attr, None)) if hasattr(owner, "__dict__") else getattr(owner, attr)
     return id(obj), obj
-
-
-def thread_check(before: int, when: str, stage: str) -> None:
-    """Check 6: no thread the candidate started may outlive its call (work the timer would not wait for)."""
-    after = threading.active_count()
-    if after > before:
-        names = [t.name for t in threading.enumerate()][-(after - before):]
-        raise CandidateFailure(Status.rejected, f"thread check: {after - before} thread(s) still running after "
-                               f"{when} returned ({', '.join(names)}); all work must finish inside the call",
-                               stage=stage)
-
-
-def alias_check(out, inputs: list, when: str, stage: str) -> None:
-    """Check 9: an output must not share storage with an input (a view of the input, or the input itself)."""
-    from kernelsearch.evaluators.correctness import flatten
-
-    ptrs = {}
-    for i, t in enumerate(inputs):
-        if isinstance(t, torch.Tensor) and t.numel():
-            ptrs[t.untyped_storage().data_ptr()] = i
-    for j, o in enumerate(flatten(out)):
-        if isinstance(o, torch.Tensor) and o.numel():
-            try:
-                p = o.untyped_storage().data_ptr()
-            except Exception:  # noqa: BLE001 - a lazy tensor without storage is refused by compare()
-                continue
-            if p in ptrs:
-                raise CandidateFailure(Status.rejected, f"aliasing check: output {j} of {when} shares storage with "
-                                       f"input {ptrs[p]} (a view of the input, not a result of its own)",
-                                       stage=stage)
 
 
 def check_problem_variance(problem, n_inputs: int = 4, rel_eps: float = 1e-6) -> tuple[bool, str]:

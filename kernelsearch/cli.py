@@ -1,4 +1,4 @@
-"""The command line: `kernelsearch run | resume | eval` here; the read-only views are in views/."""
+"""The command line: `kernelsearch run | resume | bench | eval` here; the read-only views are in views/."""
 from __future__ import annotations
 
 import asyncio
@@ -67,6 +67,30 @@ def resume(name: str = typer.Argument(..., help="the run to continue"),
         _fail(str(err))
     except DatabaseError as err:
         _fail(f"store {db}: {_sqlite_says(err)}")
+
+
+@app.command()
+def bench(paths: list[str] = typer.Argument(..., help="a folder of KernelBench-format problem files, files, or a "
+                                            "glob ('level1/*.py')"),
+          config: Path = typer.Option(..., help="YAML config for every problem: provider, search, budgets (no "
+                                      "`problem:`)"),
+          problems: Optional[str] = typer.Option(None, help="KernelBench numbers to keep: 1-20, or 3,5-7"),
+          db: Optional[Path] = typer.Option(None, help="SQLite store (default: the config's `store`)"),
+          name: Optional[str] = typer.Option(None, help="the batch's name, prefix of its runs' names (default: "
+                                             "the config's `name`, or its file stem)")) -> None:
+    """Search a batch of problems into one store, one after another, then print a table and fast_p. Rerun the
+    same command to go on: finished problems are not searched again, interrupted ones are resumed."""
+    from kernelsearch.bench import BenchError, run_bench
+
+    try:
+        run_bench(paths, config, db, name, problems, console)
+    except BenchError as err:
+        _fail(str(err))
+    except DatabaseError as err:
+        _fail(f"store {db or '?'}: {_sqlite_says(err)}")
+    except KeyboardInterrupt:
+        print("batch interrupted; rerun the same command to go on where it stopped", file=sys.stderr)
+        raise typer.Exit(130)
 
 
 @app.command("eval")

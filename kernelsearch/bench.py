@@ -1,0 +1,215 @@
+"""`kernelsearch bench`: a folder of KernelBench-format problems searched as one job, into one store.
+
+One run per problem, named `<batch>-<file stem>`, started or resumed with runner.py's functions, one problem after
+another (sequential: each run already evaluates its kernels concurrently). Rerunning the same command skips the
+problems whose run finished and resumes the interrupted ones. The table and fast_p are computed from the store at
+print time, so a rerun prints the same table; no table of its own is stored.
+"""
+from __future__ import annotations
+
+import glob
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import yaml
+from rich.console import Console
+from sqlmodel import select
+
+from kernelsearch.config import ConfigError, parse_config
+from kernelsearch.runner import RunError, resume_run, start_run
+from kernelsearch.search.bench import P_VALUES, ProblemScore, fast_p
+from kernelsearch.store import DEFAULT_DB, Run, open_store, session_scope
+from kernelsearch.store.database import StoreError
+from kernelsearch.store.queries import run_stats
+
+_NUMBER = re.compile(r"^(\d+)_")   # KernelBench names its files `N_Name.py`
+
+
+class BenchError(Exception):
+    """The batch cannot be run as asked; the message says why in one line."""
+
+
+@dataclass
+class Row:
+    problem: str                          # the file's stem
+    run: str                              # the run's name
+    status: str
+    best: Optional[float] = None          # the best correct kernel's speedup over eager
+    best_compile: Optional[float] = None  # that kernel's speedup over torch.compile, where measured
+    correct: bool = False
+    evaluations: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+
+
+def problem_files(paths: list[str], problems: Optional[str] = None) -> list[Path]:
+    """The batch's problem files, in order: a folder gives its *.py files sorted by KernelBench number, then
+    name; a glob its matches; a file itself. `problems` ("1-20", "3,5-7") keeps the files of those numbers."""
+    files: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = sorted(p.glob("*.py"), key=_order)
+            if not found:
+                raise BenchError(f"{raw}: a folder with no .py problem files")
+        elif p.is_file():
+            found = [p]
+        elif any(c in raw for c in "*?["):
+            found = sorted((Path(m) for m in glob.glob(raw) if Path(m).is_file()), key=_order)
+            if not found:
+                raise BenchError(f"{raw}: no file matches this pattern")
+        else:
+            raise BenchError(f"{raw}: no such file or folder")
+        files += [f.resolve() for f in found]
+    files = list(dict.fromkeys(files))
+    stems = [f.stem for f in files]
+    twice = sorted({s for s in stems if stems.count(s) > 1})
+    if twice:
+        raise BenchError(f"two problem files named {twice[0]}.py: runs are named by file stem, so each must differ")
+    if problems is not None:
+        wanted = _ranges(problems)
+        unnumbered = [f.name for f in files if not _NUMBER.match(f.name)]
+        if unnumbered:
+            raise BenchError(f"--problems {problems}: {unnumbered[0]} has no number (KernelBench names its files "
+                             "N_Name.py)")
+        files = [f for f in files if int(_NUMBER.match(f.name).group(1)) in wanted]
+        if not files:
+            raise BenchError(f"--problems {problems}: no problem file has one of these numbers")
+    return files
+
+
+def _order(p: Path) -> tuple:
+    m = _NUMBER.match(p.name)
+    return (0, int(m.group(1)), p.name) if m else (1, 0, p.name)
+
+
+def _ranges(text: str) -> set[int]:
+    """ "1-20" or "3,5-7" -> the numbers; anything else is a BenchError naming the piece."""
+    out: set[int] = set()
+    for piece in text.split(","):
+        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", piece)
+        if not m or (m.group(2) and int(m.group(2)) < int(m.group(1))):
+            raise BenchError(f"--problems {text}: {piece.strip()!r} is not a number or a range such as 1-20")
+        out.update(range(int(m.group(1)), int(m.group(2) or m.group(1)) + 1))
+    return out
+
+
+def read_config(path: Path) -> dict:
+    """The batch's config as raw keys: the provider, search settings and budgets every problem gets. Its
+    `problem:` and a `starter:` file are refused (bench gives each run its problem, and starts from the
+    reference); its `name:` is the batch's name unless --name is given."""
+    if not path.is_file():
+        raise BenchError(f"config file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise BenchError(f"{path}: not valid YAML: {str(err).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise BenchError(f"{path}: the top level must be a mapping of keys, not {type(data).__name__}")
+    if "problem" in data:
+        raise BenchError(f"{path}: problem: bench gives each run its problem from PATH; remove this key")
+    if data.get("starter") not in (None, "none"):
+        raise BenchError(f"{path}: starter: one starter file cannot fit every problem of a batch; remove it "
+                         "(each problem starts from its reference)")
+    return data
+
+
+def run_bench(paths: list[str], config: Path, db: Optional[Path], name: Optional[str], problems: Optional[str],
+              console: Console) -> list[Row]:
+    """Search every problem not yet finished, one after another; then print the table and fast_p."""
+    files = problem_files(paths, problems)
+    raw = read_config(config)
+    batch = name or raw.get("name") or config.stem
+    store = Path(db or raw.get("store") or DEFAULT_DB)
+    configs = {}
+    for f in files:   # every problem's config before any search: a config error stops the batch before it starts
+        try:
+            configs[f] = parse_config({**raw, "problem": str(f), "name": f"{batch}-{f.stem}"}, source=str(config),
+                                      base_dir=config.parent)
+        except ConfigError as err:
+            raise BenchError(f"{err} (for {f.name})") from None
+    console.print(f"batch {batch}: {len(files)} problems into {store}, one after another", markup=False)
+    for i, f in enumerate(files, 1):
+        run_name = f"{batch}-{f.stem}"
+        status = _status(store, run_name)
+        head = f"[{i}/{len(files)}] {f.stem} (run {run_name})"
+        if status == "finished":
+            console.print(f"{head}: finished, not searched again", markup=False)
+            continue
+        try:
+            if status is None:
+                console.print(f"{head}: starting", markup=False)
+                start_run(configs[f], store, run_name, console)
+            else:
+                console.print(f"{head}: resuming ({status})", markup=False)
+                resume_run(run_name, store, console)
+        except (ConfigError, RunError) as err:   # this problem's; the batch goes on
+            console.print(f"{head}: not searched: {err}", markup=False)
+    rows = table(store, batch, files)
+    print_table(rows, console)
+    return rows
+
+
+def _engine(store: Path):
+    try:
+        return open_store(store, readonly=True)
+    except StoreError as err:
+        raise BenchError(str(err)) from None
+
+
+def _status(store: Path, run_name: str) -> Optional[str]:
+    if not store.exists():
+        return None
+    engine = _engine(store)
+    try:
+        with session_scope(engine) as s:
+            run = s.exec(select(Run).where(Run.name == run_name)).first()
+            return run.status if run else None
+    finally:
+        engine.dispose()
+
+
+def table(store: Path, batch: str, files: list[Path]) -> list[Row]:
+    """One row per problem of the batch, read from the store (a problem with no run is `not started`)."""
+    rows: list[Row] = []
+    engine = _engine(store) if store.exists() else None
+    for f in files:
+        row = Row(problem=f.stem, run=f"{batch}-{f.stem}", status="not started")
+        if engine is not None:
+            with session_scope(engine) as s:
+                run = s.exec(select(Run).where(Run.name == row.run)).first()
+                if run is not None:
+                    st = run_stats(s, run.id)
+                    row.status = f"{run.status} ({run.stop_reason})" if run.stop_reason else run.status
+                    row.correct = st.correct > 0
+                    row.best, row.best_compile = st.best_speedup, st.best_speedup_compile
+                    row.evaluations, row.tokens, row.cost_usd = st.evaluations, st.tokens, st.cost_usd
+        rows.append(row)
+    if engine is not None:
+        engine.dispose()
+    return rows
+
+
+def _x(v: Optional[float]) -> str:
+    return f"{v:.3g}x" if v is not None else "-"
+
+
+def print_table(rows: list[Row], console: Console) -> None:
+    w = max(7, *(len(r.problem) for r in rows))
+    ws = max(6, *(len(r.status) for r in rows))
+    say = lambda line: console.print(line, markup=False, soft_wrap=True)   # noqa: E731 - one table, never wrapped
+    say(f"{'problem':<{w}}  {'status':<{ws}} {'correct':<7} {'eager':>8} {'compile':>8} {'evals':>5} {'tokens':>8} "
+        f"{'cost':>9}")
+    for r in rows:
+        say(f"{r.problem:<{w}}  {r.status:<{ws}} {'yes' if r.correct else 'no':<7} {_x(r.best):>8} "
+            f"{_x(r.best_compile):>8} {r.evaluations:>5} {r.tokens:>8} {'$' + format(r.cost_usd, '.4f'):>9}")
+    eager = [ProblemScore(r.correct, r.best) for r in rows]
+    say(f"fast_p over eager ({len(rows)} problems): "
+        + ", ".join(f"fast_{p:g} {fast_p(eager, p):.3f}" for p in P_VALUES))
+    measured = sum(1 for r in rows if r.correct and r.best_compile is not None)
+    if measured:
+        comp = [ProblemScore(r.correct, r.best_compile) for r in rows]
+        say(f"fast_p over torch.compile ({measured} of {len(rows)} problems measured; the others count as not "
+            "faster): " + ", ".join(f"fast_{p:g} {fast_p(comp, p):.3f}" for p in P_VALUES if p > 0))

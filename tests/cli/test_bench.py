@@ -1,0 +1,160 @@
+"""`kernelsearch bench`: a folder of KernelBench-format problems as one job, through an `openai-compatible` server on
+127.0.0.1. One run per problem into one store; a rerun skips finished problems (their evaluations do not grow) and
+resumes interrupted ones; the table and fast_p are read from the store."""
+from __future__ import annotations
+
+import itertools
+import re
+import sqlite3
+
+import pytest
+import yaml
+
+from kernelsearch.bench import BenchError, problem_files, read_config
+from tests.agent.loopback import LoopbackLLM
+from tests.helpers import ROOT, cli
+
+BATCH = ROOT / "tests" / "fixtures" / "problems" / "batch"
+GOOD = (ROOT / "tests" / "fixtures" / "problems" / "relu_scale_kernel.py").read_text()   # right for 1, wrong for 2
+_PY = re.compile(r"```python\n(.*?)^```", re.S | re.M)
+
+
+def _rows(db, sql):
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def _user(messages) -> str:
+    return next(m["content"] for m in reversed(messages) if m["role"] == "user")
+
+
+def _config(tmp_path, llm):
+    path = tmp_path / "kb1.yaml"
+    path.write_text(yaml.safe_dump({
+        "store": str(tmp_path / "ks.db"), "device": "cpu",
+        "llm": {"provider": "openai-compatible", "model": "loop-model", "base_url": llm.openai_base_url,
+                "api_key_env": "LOOP_API_KEY", "max_retries": 1},
+        "prices": {"loop-model": {"input": 1.0, "output": 2.0}},
+        "search": {"rounds": 1, "ideas_per_round": 1, "branches_per_idea": 1, "first_kernels": 1, "concurrency": 1},
+        "evaluation": {"timeout_s": 60, "trials": 1}}))
+    return path
+
+
+def _evals(db) -> dict[str, int]:
+    return dict(_rows(db, "SELECT r.name, count(e.id) FROM run r LEFT JOIN kernel k ON k.run_id = r.id "
+                          "LEFT JOIN evaluation e ON e.kernel_id = k.id GROUP BY r.id"))
+
+
+def test_bench_a_folder_then_rerun_skips_finished_and_resumes_interrupted(tmp_path):
+    n = itertools.count()
+
+    def code_for(messages):
+        user = _user(messages)
+        if "has no kernel yet" in user:   # a first kernel: the relu-scale kernel, made unique
+            return GOOD + f"# first {next(n)}\n"
+        return f"# variant {next(n)}\n" + _PY.findall(user)[-1]   # an idea's branch: the seed, renamed
+
+    db = tmp_path / "ks.db"
+    env = {"LOOP_API_KEY": "k", "COLUMNS": "200"}
+    with LoopbackLLM(code_for=code_for) as llm:
+        cfg = _config(tmp_path, llm)
+        # first only problem 1 (by its KernelBench number)
+        r = cli("bench", str(BATCH), "--config", str(cfg), "--problems", "1", cwd=tmp_path, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "batch kb1: 1 problems" in r.stdout
+        assert _rows(db, "SELECT name, status FROM run") == [("kb1-1_relu_scale", "finished")]
+        first = _evals(db)
+        assert first["kb1-1_relu_scale"] == 2          # round 0's first kernel and round 1's branch
+        assert "fast_p over eager (1 problems): fast_0 1.000" in r.stdout
+
+        # the whole folder: problem 1 is not searched again, problem 2 is started
+        calls = llm.count()
+        r = cli("bench", str(BATCH), "--config", str(cfg), cwd=tmp_path, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "[1/2] 1_relu_scale (run kb1-1_relu_scale): finished, not searched again" in r.stdout
+        assert "[2/2] 2_relu_scale_shift (run kb1-2_relu_scale_shift): starting" in r.stdout
+        evals = _evals(db)
+        assert evals["kb1-1_relu_scale"] == first["kb1-1_relu_scale"]
+        assert evals["kb1-2_relu_scale_shift"] == 2    # two first kernels, both wrong
+        assert llm.count() == calls + 2
+        assert _rows(db, "SELECT e.status FROM evaluation e JOIN kernel k ON k.id = e.kernel_id JOIN run r "
+                         "ON r.id = k.run_id WHERE r.name = 'kb1-2_relu_scale_shift'") == [("incorrect",)] * 2
+
+        # a killed problem is resumed, a finished one left alone
+        _rows_w(db, "UPDATE run SET status = 'interrupted', stop_reason = NULL, finished_at = NULL "
+                    "WHERE name = 'kb1-2_relu_scale_shift'")
+        r = cli("bench", str(BATCH), "--config", str(cfg), cwd=tmp_path, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "1_relu_scale (run kb1-1_relu_scale): finished, not searched again" in r.stdout
+        assert "2_relu_scale_shift (run kb1-2_relu_scale_shift): resuming (interrupted)" in r.stdout
+    assert _evals(db)["kb1-1_relu_scale"] == first["kb1-1_relu_scale"]
+    assert _rows(db, "SELECT name, status FROM run ORDER BY id") == [("kb1-1_relu_scale", "finished"),
+                                                                     ("kb1-2_relu_scale_shift", "finished")]
+    # the table, from the store: problem 1 correct with its best speedup, problem 2 not
+    (best,), = _rows(db, "SELECT max(e.speedup) FROM evaluation e JOIN kernel k ON k.id = e.kernel_id JOIN run r "
+                         "ON r.id = k.run_id WHERE r.name = 'kb1-1_relu_scale' AND e.status = 'ok'")
+    tokens = dict(_rows(db, "SELECT r.name, sum(c.tokens_in + c.tokens_out) FROM llmcall c JOIN run r "
+                            "ON r.id = c.run_id GROUP BY r.id"))
+    lines = {line.split()[0]: line.split() for line in r.stdout.splitlines() if line[:2] in ("1_", "2_")}
+    one, two = lines["1_relu_scale"], lines["2_relu_scale_shift"]
+    assert one[1:4] == ["finished", "(rounds_done)", "yes"] and one[4] == f"{best:.3g}x"
+    assert one[6:8] == ["2", str(tokens["kb1-1_relu_scale"])]
+    assert two[3:5] == ["no", "-"] and two[7] == str(tokens["kb1-2_relu_scale_shift"])
+    fast = "fast_p over eager (2 problems): fast_0 0.500, " + ", ".join(
+        f"fast_{p} {0.5 if best > float(p) else 0.0:.3f}" for p in ("1", "1.5", "2"))
+    assert fast in r.stdout
+
+
+def _rows_w(db, sql):
+    con = sqlite3.connect(db)
+    try:
+        con.execute(sql)
+        con.commit()
+    finally:
+        con.close()
+
+
+def test_problem_files_from_a_folder_a_glob_and_numbers(tmp_path):
+    assert [f.name for f in problem_files([str(BATCH)])] == ["1_relu_scale.py", "2_relu_scale_shift.py"]
+    assert [f.name for f in problem_files([str(BATCH / "2_*.py")])] == ["2_relu_scale_shift.py"]
+    assert [f.name for f in problem_files([str(BATCH)], "2-5")] == ["2_relu_scale_shift.py"]
+    both = problem_files([str(BATCH / "2_relu_scale_shift.py"), str(BATCH)])   # listed twice: searched once
+    assert [f.name for f in both] == ["2_relu_scale_shift.py", "1_relu_scale.py"]
+    for paths, problems, says in [
+            ([str(tmp_path / "nope")], None, "no such file or folder"),
+            ([str(tmp_path / "*.py")], None, "no file matches this pattern"),
+            ([str(tmp_path)], None, "a folder with no .py problem files"),
+            ([str(BATCH)], "3-1", "'3-1' is not a number or a range"),
+            ([str(BATCH)], "x", "'x' is not a number or a range"),
+            ([str(BATCH)], "9", "no problem file has one of these numbers"),
+            ([str(ROOT / "tests" / "fixtures" / "problems" / "mm8.py")], "1", "mm8.py has no number")]:
+        with pytest.raises(BenchError, match=re.escape(says)):
+            problem_files(paths, problems)
+
+
+@pytest.mark.parametrize("text, says", [("problem: softmax\n", "problem: bench gives each run its problem"),
+                                        ("starter: k.py\n", "starter: one starter file cannot fit"),
+                                        ("- a\n", "the top level must be a mapping")])
+def test_a_config_that_cannot_serve_a_batch_is_refused(tmp_path, text, says):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(text)
+    with pytest.raises(BenchError, match=says):
+        read_config(cfg)
+
+
+def test_cli_refuses_in_one_line_before_any_search(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("problem: softmax\n")
+    r = cli("bench", str(BATCH), "--config", str(cfg), cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert r.stderr.startswith(f"error: {cfg}: problem: bench gives each run its problem from PATH")
+    # a config with a misspelt key: the batch stops before any problem is searched, and nothing is stored
+    cfg.write_text(yaml.safe_dump({"store": str(tmp_path / "ks.db"), "device": "cpu", "llm": {"provider": "offline"},
+                                   "serch": {}}))
+    r = cli("bench", str(BATCH), "--config", str(cfg), cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(f"error: {cfg}: serch: unknown key") and "(for 1_relu_scale.py)" in r.stderr
+    assert not (tmp_path / "ks.db").exists()

@@ -90,7 +90,7 @@ def bench(paths: list[str] = typer.Argument(..., help="a folder of KernelBench-f
         _fail(f"store {db or '?'}: {_sqlite_says(err)}")
     except KeyboardInterrupt:
         print("batch interrupted; rerun the same command to go on where it stopped", file=sys.stderr)
-        raise typer.Exit(130)
+        raise typer.Exit(130) from None
 
 
 @app.command("eval")

@@ -1,11 +1,16 @@
 """`kernelsearch bench`: a folder of KernelBench-format problems as one job, through an `openai-compatible` server on
 127.0.0.1. One run per problem into one store; a rerun skips finished problems (their evaluations do not grow) and
-resumes interrupted ones; the table and fast_p are read from the store."""
+resumes one killed mid-way; the table and fast_p are read from the store."""
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import sqlite3
+import subprocess
+import sys
+import threading
+import time
 
 import pytest
 import yaml
@@ -48,12 +53,16 @@ def _evals(db) -> dict[str, int]:
                           "LEFT JOIN evaluation e ON e.kernel_id = k.id GROUP BY r.id"))
 
 
-def test_bench_a_folder_then_rerun_skips_finished_and_resumes_interrupted(tmp_path):
+def test_bench_a_folder_killed_mid_way_then_rerun_skips_finished_and_resumes(tmp_path):
     n = itertools.count()
+    asked = threading.Event()
 
     def code_for(messages):
         user = _user(messages)
         if "has no kernel yet" in user:   # a first kernel: the relu-scale kernel, made unique
+            if "* self.scale + 1.0" in user and not asked.is_set():   # problem 2's first call: the batch is killed
+                asked.set()
+                time.sleep(3)
             return GOOD + f"# first {next(n)}\n"
         return f"# variant {next(n)}\n" + _PY.findall(user)[-1]   # an idea's branch: the seed, renamed
 
@@ -70,27 +79,33 @@ def test_bench_a_folder_then_rerun_skips_finished_and_resumes_interrupted(tmp_pa
         assert first["kb1-1_relu_scale"] == 2          # round 0's first kernel and round 1's branch
         assert "fast_p over eager (1 problems): fast_0 1.000" in r.stdout
 
-        # the whole folder: problem 1 is not searched again, problem 2 is started
+        # the whole folder, killed (SIGKILL) while problem 2's first kernel is being written
         calls = llm.count()
+        proc = subprocess.Popen([sys.executable, "-m", "kernelsearch", "bench", str(BATCH), "--config", str(cfg)],
+                                cwd=tmp_path, env={**os.environ, **env}, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        try:
+            assert asked.wait(120), "problem 2 was never started"
+        finally:
+            proc.kill()
+        out, _ = proc.communicate(timeout=30)
+        assert "[1/2] 1_relu_scale (run kb1-1_relu_scale): finished, not searched again" in out
+        assert "[2/2] 2_relu_scale_shift (run kb1-2_relu_scale_shift): starting" in out
+        assert _rows(db, "SELECT name, status FROM run ORDER BY id") == [("kb1-1_relu_scale", "finished"),
+                                                                         ("kb1-2_relu_scale_shift", "running")]
+        assert _evals(db) == {**first, "kb1-2_relu_scale_shift": 0}
+
+        # the same command again: problem 1 is not searched again, problem 2 goes on where it stopped
         r = cli("bench", str(BATCH), "--config", str(cfg), cwd=tmp_path, env=env)
         assert r.returncode == 0, r.stdout + r.stderr
         assert "[1/2] 1_relu_scale (run kb1-1_relu_scale): finished, not searched again" in r.stdout
-        assert "[2/2] 2_relu_scale_shift (run kb1-2_relu_scale_shift): starting" in r.stdout
-        evals = _evals(db)
-        assert evals["kb1-1_relu_scale"] == first["kb1-1_relu_scale"]
-        assert evals["kb1-2_relu_scale_shift"] == 2    # two first kernels, both wrong
-        assert llm.count() == calls + 2
-        assert _rows(db, "SELECT e.status FROM evaluation e JOIN kernel k ON k.id = e.kernel_id JOIN run r "
-                         "ON r.id = k.run_id WHERE r.name = 'kb1-2_relu_scale_shift'") == [("incorrect",)] * 2
-
-        # a killed problem is resumed, a finished one left alone
-        _rows_w(db, "UPDATE run SET status = 'interrupted', stop_reason = NULL, finished_at = NULL "
-                    "WHERE name = 'kb1-2_relu_scale_shift'")
-        r = cli("bench", str(BATCH), "--config", str(cfg), cwd=tmp_path, env=env)
-        assert r.returncode == 0, r.stdout + r.stderr
-        assert "1_relu_scale (run kb1-1_relu_scale): finished, not searched again" in r.stdout
-        assert "2_relu_scale_shift (run kb1-2_relu_scale_shift): resuming (interrupted)" in r.stdout
-    assert _evals(db)["kb1-1_relu_scale"] == first["kb1-1_relu_scale"]
+        assert "[2/2] 2_relu_scale_shift (run kb1-2_relu_scale_shift): resuming (running)" in r.stdout
+        assert llm.count() == calls + 3                # the killed call, then two first kernels
+    evals = _evals(db)
+    assert evals["kb1-1_relu_scale"] == first["kb1-1_relu_scale"]
+    assert evals["kb1-2_relu_scale_shift"] == 2        # two first kernels, both wrong
+    assert _rows(db, "SELECT e.status FROM evaluation e JOIN kernel k ON k.id = e.kernel_id JOIN run r "
+                     "ON r.id = k.run_id WHERE r.name = 'kb1-2_relu_scale_shift'") == [("incorrect",)] * 2
     assert _rows(db, "SELECT name, status FROM run ORDER BY id") == [("kb1-1_relu_scale", "finished"),
                                                                      ("kb1-2_relu_scale_shift", "finished")]
     # the table, from the store: problem 1 correct with its best speedup, problem 2 not
@@ -102,19 +117,11 @@ def test_bench_a_folder_then_rerun_skips_finished_and_resumes_interrupted(tmp_pa
     one, two = lines["1_relu_scale"], lines["2_relu_scale_shift"]
     assert one[1:4] == ["finished", "(rounds_done)", "yes"] and one[4] == f"{best:.3g}x"
     assert one[6:8] == ["2", str(tokens["kb1-1_relu_scale"])]
-    assert two[3:5] == ["no", "-"] and two[7] == str(tokens["kb1-2_relu_scale_shift"])
+    assert two[1:5] == ["finished", "(rounds_done)", "no", "-"]
+    assert two[6:8] == ["2", str(tokens["kb1-2_relu_scale_shift"])]
     fast = "fast_p over eager (2 problems): fast_0 0.500, " + ", ".join(
         f"fast_{p} {0.5 if best > float(p) else 0.0:.3f}" for p in ("1", "1.5", "2"))
     assert fast in r.stdout
-
-
-def _rows_w(db, sql):
-    con = sqlite3.connect(db)
-    try:
-        con.execute(sql)
-        con.commit()
-    finally:
-        con.close()
 
 
 def test_problem_files_from_a_folder_a_glob_and_numbers(tmp_path):

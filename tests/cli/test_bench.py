@@ -3,6 +3,7 @@
 resumes one killed mid-way; the table and fast_p are read from the store."""
 from __future__ import annotations
 
+import io
 import itertools
 import os
 import re
@@ -14,8 +15,9 @@ import time
 
 import pytest
 import yaml
+from rich.console import Console
 
-from kernelsearch.bench import BenchError, problem_files, read_config
+from kernelsearch.bench import BenchError, Row, print_table, problem_files, read_config
 from tests.agent.loopback import LoopbackLLM
 from tests.helpers import ROOT, cli
 
@@ -165,3 +167,19 @@ def test_cli_refuses_in_one_line_before_any_search(tmp_path):
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert r.stderr.startswith(f"error: {cfg}: serch: unknown key") and "(for 1_relu_scale.py)" in r.stderr
     assert not (tmp_path / "ks.db").exists()
+
+
+def test_table_prints_fast_p_over_torch_compile_where_measured():
+    rows = [Row("1_a", "b-1_a", "finished (rounds_done)", best=3.0, best_compile=1.2, correct=True, evaluations=8,
+                tokens=1000, cost_usd=0.5),
+            Row("2_b", "b-2_b", "finished (rounds_done)", best=1.2, best_compile=None, correct=True),
+            Row("3_c", "b-3_c", "not started")]
+    buf = io.StringIO()
+    print_table(rows, Console(file=buf, width=60))
+    out = buf.getvalue()
+    assert "fast_p over eager (3 problems): fast_0 0.667, fast_1 0.667, fast_1.5 0.333, fast_2 0.333" in out
+    assert ("fast_p over torch.compile (1 of 3 problems measured; the others count as not faster): fast_1 0.333, "
+            "fast_1.5 0.000, fast_2 0.000") in out
+    assert out.splitlines()[1].split() == ["1_a", "finished", "(rounds_done)", "yes", "3x", "1.2x", "8", "1000",
+                                           "$0.5000"]
+    assert out.splitlines()[3].split() == ["3_c", "not", "started", "no", "-", "-", "0", "0", "$0.0000"]

@@ -331,12 +331,17 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
 
 
-def _become(uid: int) -> None:
-    """No network (an empty namespace, where allowed), then the candidate's own user, before its code loads."""
+def _leave_network() -> None:
+    """An empty network namespace, where allowed (root)."""
     import ctypes
 
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).unshare(0x40000000)   # CLONE_NEWNET
+
+
+def _become(uid: int) -> None:
+    """No network, then the candidate's own user, before its code loads."""
+    _leave_network()
     os.setgroups([])
     os.setgid(uid)
     os.setuid(uid)
@@ -353,10 +358,7 @@ def _main() -> None:
         if req.get("uid") is not None:
             _become(int(req["uid"]))
         elif req.get("isolate"):   # no user of its own here: at least no network
-            with contextlib.suppress(OSError, AttributeError):
-                import ctypes
-
-                ctypes.CDLL(None, use_errno=True).unshare(0x40000000)   # CLONE_NEWNET
+            _leave_network()
         with contextlib.redirect_stdout(sys.stderr):   # the candidate's prints must not garble the report
             report = aot_report_inprocess(req["source"], problem, req["case"])
     except Exception as err:  # noqa: BLE001

@@ -77,9 +77,8 @@ def time_sides(j) -> dict:
         sides["compile"] = j._runner("reference")
         j._ask(sides["compile"], {"op": "load", "role": "reference", "problem": j.problem.ref},
                "loading the reference", "timing")
-    ref = None
-    for name, r in sides.items():
-        ref = j._build(r, case, seed, "timing", "compile" if name == "compile" else "eager")
+    ref = j._build(case, seed, "timing", [(r, "compile" if name == "compile" else "eager")
+                                          for name, r in sides.items()])
     with torch.no_grad():
         out_bytes = _nbytes(ref(*probe))
     del probe

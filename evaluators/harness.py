@@ -12,7 +12,6 @@ candidate, by the same clock: the judge's wall clock around batches of calls (se
 from __future__ import annotations
 
 import contextlib
-import copy
 import gc
 import hashlib
 import os
@@ -24,7 +23,13 @@ import torch
 from kernelsearch.evaluators import wire
 from kernelsearch.evaluators.client import RunnerClient, RunnerLost, spawn_local
 from kernelsearch.evaluators.correctness import compare
-from kernelsearch.evaluators.numerics import _no_worse_than_eager, _overflows, references, stability_inputs
+from kernelsearch.evaluators.numerics import (
+    _no_worse_than_eager,
+    _overflows,
+    pin_precision,
+    references,
+    stability_inputs,
+)
 from kernelsearch.evaluators.problem import DTYPES, Case, Problem
 from kernelsearch.evaluators.result import EvalResult
 from kernelsearch.evaluators.scan import scan_source
@@ -40,13 +45,6 @@ def _seed(base: int, *parts) -> int:
     return int.from_bytes(h[:6], "little")
 
 
-def _pin_precision() -> None:
-    """TF32 is pinned off in the judge (references) and in every runner alike."""
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
-
-
 def _same(a: list, b: list) -> bool:
     for x, y in zip(a, b):
         if isinstance(x, torch.Tensor):
@@ -56,10 +54,6 @@ def _same(a: list, b: list) -> bool:
             if not torch.equal(x, y) and not (x.is_floating_point() and torch.equal(x.nan_to_num(), y.nan_to_num())):
                 return False
     return True
-
-
-def _nbytes(values) -> int:
-    return sum(t.numel() * t.element_size() for t in wire.flat_tensors(values))
 
 
 def _failure_from(reply: dict, what: str, stage: str) -> CandidateFailure:
@@ -126,8 +120,9 @@ class Judge:
                                    stage=stage) from None
         return _own(value)
 
-    def _build(self, r: RunnerClient, case: Case, seed: int, stage: str, name: str = "eager") -> torch.nn.Module:
-        """The reference model here (trusted) and the runner's model, with the same init and the same weights."""
+    def _build(self, case: Case, seed: int, stage: str, runners: list[tuple[RunnerClient, str]]) -> torch.nn.Module:
+        """The reference model here (trusted), built once, and each runner's model (`name` eager, or compile for
+        torch.compile's) with the same init and the same weights."""
         init = self.problem.build_init_inputs(case)
         init_seed = _seed(seed, "init")
         torch.manual_seed(init_seed)
@@ -139,8 +134,9 @@ class Judge:
             ref = ref.to(DTYPES[dtype])
         bufs: list = []
         header = {"op": "build", "init": wire.encode(list(init), bufs), "dtype": dtype, "seed": init_seed,
-                  "state": {k: wire.encode(v, bufs) for k, v in state.items()}, "name": name}
-        self._ask(r, header, "ModelNew(...)", stage, bufs)
+                  "state": {k: wire.encode(v, bufs) for k, v in state.items()}}
+        for r, name in runners:
+            self._ask(r, {**header, "name": name}, "ModelNew(...)", stage, bufs)
         return ref
 
     def _put(self, r: RunnerClient, slot: int, inputs: list, stage: str) -> list | None:
@@ -176,7 +172,7 @@ class Judge:
         self.language = check_source(self.source)
         self.detail["language"] = self.language
         self.detail.update(scan_source(self.source, self.language))
-        _pin_precision()
+        pin_precision()
         self.cand = self._runner("candidate")
         reply, _ = self._ask(self.cand, {"op": "load", "role": "candidate", "path": self.candidate_path,
                                          "language": self.language}, "loading the candidate", "compile")
@@ -236,7 +232,7 @@ class Judge:
         atol, rtol = self.problem.tolerance(case.dtype)
         for trial in range(self.s.trials):
             seed = _seed(self.secret, case.name, trial)
-            ref = self._build(self.cand, case, seed, "correctness")
+            ref = self._build(case, seed, "correctness", [(self.cand, "eager")])
             inputs = self.problem.build_inputs(case, seed, self.device)
             views = self._put(self.cand, 0, inputs, "correctness")
             # the candidate runs before any reference output exists, in a process that cannot see them anyway
@@ -258,7 +254,7 @@ class Judge:
         """Two calls on different inputs of the same shape, both before the reference runs; both must be right (a
         cache keyed on shape, data_ptr, version or a global returns the first answer twice)."""
         seed = _seed(self.secret, case.name, "repeat")
-        ref = self._build(self.cand, case, seed, "correctness")
+        ref = self._build(case, seed, "correctness", [(self.cand, "eager")])
         sets = [self.problem.build_inputs(case, _seed(seed, i), self.device) for i in range(2)]
         outs = []
         for i, inputs in enumerate(sets):
@@ -283,7 +279,7 @@ class Judge:
     def _stability_one(self, case: Case, name: str) -> CandidateFailure | None:
         atol, rtol = self.problem.stability_tolerance(case.dtype)
         seed = _seed(self.secret, case.name, "stability", name)
-        ref = self._build(self.cand, case, seed, "correctness")
+        ref = self._build(case, seed, "correctness", [(self.cand, "eager")])
         inputs = stability_inputs(name, self.problem.build_inputs(case, seed, self.device), case.dtype, seed)
         views = self._put(self.cand, 0, inputs, "correctness")
         got = self._call(0, inputs, views, f"ModelNew.forward ({name} inputs)")
@@ -356,7 +352,7 @@ def _own(value):
         return [_own(v) for v in value]
     if isinstance(value, tuple):
         return tuple(_own(v) for v in value)
-    return copy.copy(value)
+    return value   # scalars, strings, dtypes: immutable
 
 
 def io_floor_ms(in_bytes: int, out_bytes: int, ceil: dict) -> float | None:

@@ -92,3 +92,15 @@ def _overflows(want, want_hi) -> bool:
             if bool((~torch.isfinite(w) & torch.isfinite(h.to(w.device))).any()):
                 return True
     return False
+
+
+def pin_precision() -> None:
+    """TF32 off and float32 matmuls at full precision: the judge (its references) and every runner alike."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+
+def precision_pinned() -> bool:
+    return (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+            torch.get_float32_matmul_precision()) == (False, False, "highest")

@@ -29,7 +29,7 @@ import traceback
 
 import torch
 
-from kernelsearch.evaluators import wire
+from kernelsearch.evaluators import numerics, wire
 
 MAX_SOURCE_BYTES = 1 << 20
 _SYNC = torch._C._cuda_synchronize if hasattr(torch._C, "_cuda_synchronize") else torch.cuda.synchronize
@@ -71,7 +71,7 @@ def _guard_targets() -> dict:
          "torch.Tensor.__eq__": (torch.Tensor, "__eq__"), "torch.Tensor.clone": (torch.Tensor, "clone"),
          "torch.Tensor.to": (torch.Tensor, "to"), "torch.Tensor.fill_": (torch.Tensor, "fill_"),
          "threading.active_count": (threading, "active_count"), "socket.socket.sendall": (socket.socket, "sendall")}
-    from kernelsearch.evaluators import correctness, numerics
+    from kernelsearch.evaluators import correctness
 
     for mod, names in ((correctness, ("compare", "_compare_values", "flatten")),
                        (numerics, ("references", "normwise_error"))):
@@ -134,9 +134,7 @@ class Runner:
             self.device = "cuda"
             torch.cuda.set_per_process_memory_fraction(float(req.get("gpu_memory_fraction", 0.8)), 0)
             self.ipc = wire.IpcWriter()
-        torch.backends.cuda.matmul.allow_tf32 = False   # pinned as in the judge; a change is reported
-        torch.backends.cudnn.allow_tf32 = False
-        torch.set_float32_matmul_precision("highest")
+        numerics.pin_precision()   # as in the judge; a change is reported
         return {"pid": os.getpid(), "device": torch.cuda.get_device_name(0) if self.mode == "cuda" else "cpu"}
 
     def op_load(self, req: dict) -> dict:
@@ -170,8 +168,7 @@ class Runner:
         return {"ok": True, "guard": self.guard.changed(), "tf32": self._tf32_changed()}
 
     def _tf32_changed(self) -> bool:
-        return (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
-                torch.get_float32_matmul_precision()) != (False, False, "highest")
+        return not numerics.precision_pinned()
 
     def op_build(self, req: dict, buffers: list) -> dict:
         init = wire.decode(req["init"], buffers)

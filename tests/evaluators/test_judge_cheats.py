@@ -41,6 +41,8 @@ def _pool_isolates() -> bool:
     return EvaluatorPool(PoolSettings(mode="cpu")).isolates_candidates
 
 
+# honest while it is checked, nothing once it is timed: every timed output is checked, so it is incorrect at timing
+KNOWS_TIMED = {"count_calls"}
 PROCESS = {"store_forgery"}   # judged by what it did to the store and what it read, in tests of their own
 HONEST = {"honest_names"}
 TIMING_SLACK = 1.25
@@ -132,7 +134,7 @@ def _param(names: set[str]) -> list:
 
 
 def test_every_fixture_is_covered():
-    assert {p.stem for p in JUDGE.glob("*.py")} == CORRECTNESS | FORGED | TIMING | PROCESS | HONEST
+    assert {p.stem for p in JUDGE.glob("*.py")} == CORRECTNESS | FORGED | TIMING | KNOWS_TIMED | PROCESS | HONEST
 
 
 def test_honest_starter_and_names_are_ok(results):
@@ -145,6 +147,13 @@ def test_honest_starter_and_names_are_ok(results):
 def test_correctness_attack_is_caught(results, name):
     r = results[name]
     assert _get(r, "status") in ("rejected", "incorrect"), (name, _get(r, "status"), _get(r, "reason"))
+
+
+@pytest.mark.parametrize("name", _param(KNOWS_TIMED))
+def test_work_skipped_once_timed_is_caught_at_timing(results, name):
+    r = results[name]
+    assert (_get(r, "status"), _get(r, "stage")) == ("incorrect", "timing"), (name, _get(r, "reason"))
+    assert "a timed call's output" in (_get(r, "reason") or "")
 
 
 @pytest.mark.parametrize("name", _param(FORGED))

@@ -117,14 +117,21 @@ def time_sides(j) -> dict:
     # timing loop 9.9 s an evaluation against 4.3, each batch queueing behind other candidates' exclusive work.)
     # The candidate's process is frozen from the refill until its ping, and from its describe until its outputs
     # are read, so it never runs while fresh inputs wait for it.
+    laps = {"refill": 0.0, "batches": 0.0, "check": 0.0}   # where the exclusive loop's time goes (stage_s)
+    t_wait = time.perf_counter()
     with j.lease("exclusive"):
+        laps["lease_wait"] = time.perf_counter() - t_wait
         for b in range(batches[1]):
+            t_lap = time.perf_counter()
             _refill(j, sides, views, inputs_of, b, n)
+            laps["refill"] += time.perf_counter() - t_lap
             if cuda and j.ceilings is None:
                 from kernelsearch.evaluators.roofline import ceilings
 
                 j.ceilings = ceilings("cuda")   # measured once per device, only while holding it alone
+            t_lap = time.perf_counter()
             clock, events, pings, cand_reply, cand_bufs = _timed_batch(j, sides, b, n)
+            laps["batches"] += time.perf_counter() - t_lap
             # the reference's runners are trusted: their wall time beyond their CUDA-event time is recorded
             ev = events.get("eager")
             overheads.append(clock["eager"][0] - ev / 1e3 if cuda and isinstance(ev, (int, float)) else fixed)
@@ -136,12 +143,16 @@ def time_sides(j) -> dict:
                     per_call[name].append(events[name] / n)
                 else:
                     per_call[name].append(max(t_batch - fixed, 0.0) * 1e3 / n)
+            t_lap = time.perf_counter()
             _check(j, sides["candidate"], cand_reply, cand_bufs, inputs_of, b, n, ref, atol, rtol)
+            laps["check"] += time.perf_counter() - t_lap
             del cand_reply, cand_bufs
             if b + 1 >= batches[0] and all(spread(v) <= TARGET_SPREAD for v in per_call.values()):
                 break
     plan["overhead_ms"] = round(statistics.median(overheads) * 1e3, 4) if overheads else None
-    j.detail.setdefault("stage_s", {})["timing_loop"] = round(time.perf_counter() - t_stage, 3)
+    stage_s = j.detail.setdefault("stage_s", {})
+    stage_s["timing_loop"] = round(time.perf_counter() - t_stage, 3)
+    stage_s.update({f"timing_{k}": round(v, 3) for k, v in laps.items()})
     for name, r in sides.items():
         if name != "candidate":
             r.close()

@@ -4,6 +4,12 @@ template kit every family's templates are written with.
 A rendered kernel carries its parameters on its first line (`# kernelsearch-space: {...}`), so a seed's
 position in the space can be read back from its code alone.
 
+Feasibility: a space carries its family's shape cases and a model of what an H200 (sm_90) can run (`limits`:
+registers a thread holds, shared memory of tiles and stages, a launcher's own refusal), and a point is feasible
+only where no case refuses it. No move, no branch and (through `refusal`, which reads a kernel back from its
+code) no evaluation lands on a point the model refuses. The models and their calibration against sm_90
+compiles: bench/feasibility.py.
+
 The kit, one scheme for every family: a template is Python source with `$NAME` placeholders (string.Template
 syntax) filled by `fill`. A placeholder alone on its line takes a snippet (several lines of code, written at any
 indentation) and sets it at that line's indentation; the snippets shared by several families live here
@@ -16,10 +22,13 @@ import json
 import random
 import re
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from string import Template
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:   # (an annotation only: problem.py imports torch)
+    from kernelsearch.evaluators.problem import Case
 
 HEADER = "# kernelsearch-space: "
 _HEADER_RE = re.compile(r"^# kernelsearch-space: (\{.*\})\s*$", re.M)
@@ -135,6 +144,26 @@ def programs_per_sm(p: dict[str, Any], persistent_grid: bool) -> int:
     return p["programs_per_sm"] if persistent_grid else 4
 
 
+# -- feasibility on the H200 (sm_90) ---------------------------------------------------------------------------
+
+SM90_SHARED_MAX = 232448   # bytes of shared memory one program may opt into on an H100/H200 (227 KB)
+SM90_THREAD_REGISTERS = 255
+
+
+def shared_limit(need: Callable[[dict[str, Any]], int]) -> Callable[[dict[str, Any], Any], str | None]:
+    """A `limits` model for the GEMM-shaped families: `need(p)` bytes of shared memory at the timed bf16 tiles
+    against the 227 KB a program may use (their fp32 cases run one stage deep, FP32_DEPTH, so the timed tiles
+    are the largest)."""
+
+    def limits(p: dict[str, Any], case) -> str | None:
+        n = need(p)
+        if n > SM90_SHARED_MAX:
+            return f"{n} B of shared memory for its tiles and stages > {SM90_SHARED_MAX} B (227 KB, sm_90)"
+        return None
+
+    return limits
+
+
 # -- the space ----------------------------------------------------------------------------------------------------
 
 
@@ -155,10 +184,30 @@ class SearchSpace:
     template: Callable[[dict[str, Any]], str]    # params -> the ModelNew source, without the header
     moves: list[Move]
     tuning: list[str] = field(default_factory=list)  # knobs the coder varies across branches of one idea
-    # points that can run at all (the GEMM-shaped families: the stages fit in shared memory); no move and no
-    # branch lands outside
-    feasible: Callable[[dict[str, Any]], bool] = lambda p: True
+    # the family's shape cases (its spec's CASES): a point is feasible only if it can run at every one
+    cases: Sequence[Case] = ()
+    # why a point cannot run at one case on an H200 (sm_90: registers, shared memory, a launcher's refusal), or
+    # None: the family's feasibility model. No move, no branch and no evaluation lands on a point it refuses
+    limits: Callable[[dict[str, Any], Case], str | None] = lambda p, case: None
     _bodies: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _verdicts: dict[str, str | None] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def infeasible(self, params: dict[str, Any]) -> str | None:
+        """Why `params` cannot run at some shape case of the family (`case[dims; dtype]: reason`, the first such
+        case), or None when the feasibility model knows of none."""
+        key = json.dumps(params, sort_keys=True)
+        if key not in self._verdicts:
+            why = None
+            for case in self.cases:
+                reason = self.limits(params, case)
+                if reason:
+                    why = f"{case.describe()}: {reason}"
+                    break
+            self._verdicts[key] = why
+        return self._verdicts[key]
+
+    def feasible(self, params: dict[str, Any]) -> bool:
+        return self.infeasible(params) is None
 
     def body(self, params: dict[str, Any]) -> str:
         """The kernel `params` render to, without the header: two parameter sets that differ only in knobs their
@@ -190,6 +239,24 @@ class SearchSpace:
             return dict(self.default)
         params = {**self.default, **{k: v for k, v in found.items() if k in self.params}}
         return params
+
+    def refusal(self, code: str) -> str | None:
+        """Why a kernel of this space cannot run at some case, read back from its code; None when the model knows
+        no reason or cannot tell. Only code that is exactly what the space renders for the parameters its header
+        names is judged: a header kept on edited code says nothing about the code."""
+        m = _HEADER_RE.search(code)
+        if not m:
+            return None
+        try:
+            params = json.loads(m.group(1))
+            if not isinstance(params, dict) or set(params) != set(self.params):
+                return None
+            rendered = self.render(params)
+        except (json.JSONDecodeError, ValueError, KeyError, TypeError):
+            return None
+        if rendered.strip() != code.strip():
+            return None
+        return self.infeasible(params)
 
     def applicable(self, params: dict[str, Any]) -> list[tuple[Move, dict[str, Any]]]:
         """The moves that change `params`, with where each one lands."""

@@ -23,7 +23,8 @@ NOTES.md.
 """
 from __future__ import annotations
 
-from kernelsearch.evaluators.space import FP32_DEPTH, Move, SearchSpace, fill
+from kernelsearch.evaluators.families.flash_attention.spec import CASES
+from kernelsearch.evaluators.space import FP32_DEPTH, Move, SearchSpace, fill, shared_limit
 
 _PROLOGUE = '''import math
 
@@ -264,7 +265,7 @@ def shared_bytes(p: dict, head_dim: int = 128, size: int = 2) -> int:
     return p["num_stages"] * 2 * p["BLOCK_N"] * head_dim * size + p["BLOCK_M"] * head_dim * size
 
 
-def make_space(causal: bool) -> SearchSpace:
+def make_space(causal: bool, cases) -> SearchSpace:
     params = dict(PARAMS)
     default = dict(DEFAULT)
     if not causal:  # the split and the launch order only matter under a causal mask
@@ -273,7 +274,7 @@ def make_space(causal: bool) -> SearchSpace:
         default.update(FULL_DEFAULT)
     return SearchSpace(params=params, default=default, template=make_template(causal), moves=make_moves(causal),
                        tuning=["num_stages", "num_warps", "BLOCK_N"],
-                       feasible=lambda p: shared_bytes(p) <= SHARED_MAX)
+                       cases=cases, limits=shared_limit(shared_bytes))
 
 
-SPACE = make_space(causal=False)
+SPACE = make_space(causal=False, cases=CASES)

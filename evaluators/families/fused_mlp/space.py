@@ -13,7 +13,8 @@ How the starter was chosen, with the figures: NOTES.md.
 """
 from __future__ import annotations
 
-from kernelsearch.evaluators.space import FP32_DEPTH, Move, SearchSpace, fill
+from kernelsearch.evaluators.families.fused_mlp.spec import CASES
+from kernelsearch.evaluators.space import FP32_DEPTH, Move, SearchSpace, fill, shared_limit
 
 _PROLOGUE = '''import torch
 import triton
@@ -297,4 +298,4 @@ def shared_bytes(p: dict, size: int = 2) -> int:
 
 SPACE = SearchSpace(params=PARAMS, default=DEFAULT, template=_template, moves=_moves(),
                     tuning=["gate_up_stages", "down_stages", "GROUP_M", "gate_up_warps", "down_warps"],
-                    feasible=lambda p: shared_bytes(p) <= SHARED_MAX)
+                    cases=CASES, limits=shared_limit(shared_bytes))

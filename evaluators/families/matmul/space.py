@@ -18,7 +18,8 @@ How the starter was chosen, with the figures: NOTES.md.
 """
 from __future__ import annotations
 
-from kernelsearch.evaluators.space import FP32_DEPTH, Move, SearchSpace, fill, num_programs
+from kernelsearch.evaluators.families.matmul.spec import CASES
+from kernelsearch.evaluators.space import FP32_DEPTH, Move, SearchSpace, fill, num_programs, shared_limit
 
 _PROLOGUE = '''import torch
 import triton
@@ -349,4 +350,4 @@ def shared_bytes(p: dict, size: int = 2) -> int:
 
 SPACE = SearchSpace(params=PARAMS, default=DEFAULT, template=_template, moves=_moves(),
                     tuning=["num_stages", "GROUP_M", "BK", "num_warps"],
-                    feasible=lambda p: shared_bytes(p) <= SHARED_MAX)
+                    cases=CASES, limits=shared_limit(shared_bytes))

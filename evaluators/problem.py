@@ -389,9 +389,63 @@ class _SizedModules:
         return list(self.module(case).get_init_inputs())
 
 
+def parse_family_at(spec: str) -> tuple[str, dict[str, Any], str] | None:
+    """`rmsnorm@rows=4096,cols=4096,dtype=bfloat16` -> (family, params, dtype): a family at a shape of a model's
+    (kernelsearch.model extracts them); None for a spec without `@`. A malformed one is a ProblemError."""
+    if "@" not in spec:
+        return None
+    name, _, rest = spec.partition("@")
+    params: dict[str, Any] = {}
+    dtype = "float32"
+    for piece in filter(None, rest.split(",")):
+        key, eq, value = piece.partition("=")
+        if not eq or not key.strip():
+            raise ProblemError(f"problem {spec!r}: {piece!r} is not key=value "
+                               "(rmsnorm@rows=64,cols=4096,dtype=float32)")
+        key, value = key.strip(), value.strip()
+        if key == "dtype":
+            if value not in DTYPES:
+                raise ProblemError(f"problem {spec!r}: dtype {value!r} is not one of {', '.join(DTYPES)}")
+            dtype = value
+            continue
+        try:
+            params[key] = int(value)
+        except ValueError:
+            try:
+                params[key] = float(value)
+            except ValueError:
+                raise ProblemError(f"problem {spec!r}: {key}={value!r} is not a number") from None
+    if not params:
+        raise ProblemError(f"problem {spec!r}: no shape after @")
+    return name.strip(), params, dtype
+
+
+MODEL_CASE_CPU_ELEMENTS = 1 << 18   # a model's case this small is also run by the interpreter on the CPU
+
+
+def family_at(name: str, params: dict[str, Any], dtype: str) -> Problem:
+    """A built-in family whose timed case is a model's real shape (`params`, `dtype`): its own small and odd cases
+    still check correctness; the model's case is last, timed, and run on the CPU too when it is small."""
+    problem = load_family(name)
+    want = set(problem.timed_case.params)
+    if set(params) - want or not set(params) >= {k for k in want if k not in ("batch",)}:
+        raise ProblemError(f"problem {name}@...: family {name!r} takes the sizes {', '.join(sorted(want))}, "
+                           f"not {', '.join(sorted(params))}")
+    elements = 1
+    for v in params.values():
+        elements *= int(v) if isinstance(v, int) else 1
+    case = Case("model", dict(params), dtype=dtype, timed=True, cpu=elements <= MODEL_CASE_CPU_ELEMENTS)
+    problem.cases = [c for c in problem.cases if not c.timed] + [case]
+    problem.ref = {"builtin": name, "shape": dict(params), "dtype": dtype}
+    return problem
+
+
 def load_problem(spec: str | dict) -> Problem:
-    """`softmax` (a built-in family), a path to a KernelBench file, or a worker's JSON ref."""
+    """`softmax` (a built-in family), `softmax@rows=..,cols=..,dtype=..` (a family at a model's shape), a path to a
+    KernelBench file, or a worker's JSON ref."""
     if isinstance(spec, dict):
+        if "builtin" in spec and "shape" in spec:
+            return family_at(spec["builtin"], spec["shape"], spec.get("dtype", "float32"))
         if "builtin" in spec:
             return load_family(spec["builtin"])
         if "file" in spec:
@@ -399,6 +453,9 @@ def load_problem(spec: str | dict) -> Problem:
         raise ProblemError(f"bad problem ref {spec!r}")
     if spec.endswith(".py") or "/" in spec:
         return load_file(spec)
+    at = parse_family_at(spec)
+    if at is not None:
+        return family_at(*at)
     return load_family(spec)
 
 

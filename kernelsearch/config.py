@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from kernelsearch.agent.settings import LLMConfig, Price, RoleOverride, effective
 from kernelsearch.evaluators.settings import EvalSettings
+from kernelsearch.model.settings import PlanSettings, VerifySettings
 from kernelsearch.search.settings import Budgets, SearchConfig, SearchSetup, Targets
 from kernelsearch.store import DEFAULT_DB
 
@@ -29,7 +30,10 @@ class _Strict(BaseModel):
 
 
 class Config(_Strict):
-    problem: str                                    # a built-in family (softmax) or a KernelBench .py file
+    problem: Optional[str] = None                   # a built-in family (softmax) or a KernelBench .py file
+    # or, in its place, a whole model: a .py file in the problem contract (Model, get_init_inputs, get_inputs),
+    # profiled, split into problems, planned by Amdahl's law and searched as child runs (kernelsearch/model/)
+    model: Optional[str] = None
     # a ModelNew file to start from; `none`: the coder writes round 0 from the reference (a KernelBench file with
     # no starter does so too); not given: a family's own starter.py
     starter: Optional[Union[Literal["none"], Path]] = None
@@ -44,17 +48,34 @@ class Config(_Strict):
     budgets: Budgets = Budgets()
     targets: Targets = Targets()
     evaluation: EvalSettings = EvalSettings()
+    plan: PlanSettings = PlanSettings()             # a model run's profile and Amdahl plan
+    verify: VerifySettings = VerifySettings()       # a model run's check of the whole model with its kernels
 
     @model_validator(mode="after")
     def _keys_agree(self) -> "Config":
         """Every check between keys at once: a config with several problems names them all in one line."""
-        from kernelsearch.evaluators.problem import family_names
+        from kernelsearch.evaluators.problem import ProblemError, family_names, parse_family_at
 
         problems: list[str] = []
-        is_file = _is_file(self.problem)
-        if is_file and not Path(self.problem).is_file():
+        if self.problem is None and self.model is None:
+            raise ValueError("problem: missing required key (or model: for a whole model)")
+        if self.problem is not None and self.model is not None:
+            raise ValueError("problem: give one of problem: (one operator) and model: (a whole model), not both")
+        if self.model is not None:
+            if not Path(self.model).is_file():
+                problems.append(f"model: model file not found: {self.model}")
+            if self.starter is not None:
+                problems.append("starter: a model run starts each problem from its family's starter or its reference")
+        try:
+            at = parse_family_at(self.problem) if self.problem and not _is_file(self.problem) else None
+        except ProblemError as err:
+            raise ValueError(f"problem: {err}") from None
+        is_file = self.problem is not None and _is_file(self.problem)
+        if self.problem is None:
+            pass
+        elif is_file and not Path(self.problem).is_file():
             problems.append(f"problem: problem file not found: {self.problem}")
-        elif not is_file and self.problem not in family_names():
+        elif not is_file and (at[0] if at else self.problem) not in family_names():
             problems.append(f"problem: unknown problem {self.problem!r}; built-in families: "
                             f"{', '.join(family_names())}")
         if isinstance(self.starter, Path) and not self.starter.is_file():
@@ -78,7 +99,7 @@ class Config(_Strict):
     def first_from_reference(self) -> bool:
         """Round 0 is written by the coder from the reference: `starter: none`, or a KernelBench file with no
         `starter:` (a family with no `starter:` starts from its own starter.py)."""
-        return self.starter == "none" or (self.starter is None and _is_file(self.problem))
+        return self.starter == "none" or (self.starter is None and _is_file(self.problem or ""))
 
     def role(self, role: str) -> LLMConfig:
         """The effective LLM settings of a role: `llm` with the role's overrides on top."""
@@ -116,7 +137,7 @@ def parse_config(data: dict, source: str = "config", base_dir: Path | None = Non
         raise ConfigError(f"{source}: the top level must be a mapping of keys, not {type(data).__name__}")
     data = dict(data)
     if base_dir is not None:   # relative paths in a config file are relative to the file when not to the cwd
-        for key in ("problem", "starter"):
+        for key in ("problem", "starter", "model"):
             p = data.get(key)
             if isinstance(p, str) and (p.endswith(".py") or "/" in p) and not Path(p).is_absolute() \
                     and not Path(p).exists():

@@ -1,9 +1,10 @@
 """The async controller: one run, round by round, written to the store as each step happens.
 
-Each round: the idea writer gets the seeds (the fastest correct kernels, kept diverse) and the ideas already
-tried with their outcomes; the coder turns each idea into branches concurrently; each branch goes to the
-evaluator pool as soon as its code exists; results are stored as they arrive. Resume is a query: ideas with
-branches still to write are written, kernels with no evaluation are evaluated, then the rounds go on.
+Each round: the run's strategy (search/strategies.py) picks the round's parents and its shape; the idea writer
+gets those seeds and the ideas already tried with their outcomes; an idea its parent's lineage has already tried is
+dropped; the coder turns each idea into branches concurrently; each branch goes to the evaluator pool as soon as its
+code exists; results are stored as they arrive. Resume is a query: ideas with branches still to write are written,
+kernels with no evaluation are evaluated, then the rounds go on. The machinery here is the same for every strategy.
 """
 from __future__ import annotations
 
@@ -19,11 +20,11 @@ from sqlmodel import Session
 
 from kernelsearch.agent.errors import AuthError
 from kernelsearch.agent.providers import make_provider
-from kernelsearch.agent.roles import Coder, FailedKernel, IdeaWriter, SeedView
+from kernelsearch.agent.roles import Coder, FailedKernel, IdeaWriter, SeedView, prompt
 from kernelsearch.evaluators.problem import load_problem
 from kernelsearch.evaluators.static import kernel_language
 from kernelsearch.sandbox.pool import EvaluatorPool
-from kernelsearch.search.seeds import Scored, pick_seeds
+from kernelsearch.search import strategies
 from kernelsearch.search.settings import SearchSetup
 from kernelsearch.store import Evaluation, Idea, session_scope
 from kernelsearch.store import queries as q
@@ -35,6 +36,7 @@ FIRST = "first_kernel"            # the meta key that marks an idea as "first ke
 FIRST_TITLE = "First kernels from the reference"
 FAILURES_SHOWN = 3                # earlier failed first kernels shown to the coder of a first-kernel round
 ERROR_CHARS = 1500                # of each one's error text (its end: a traceback's last lines say the most)
+STALL_ROUNDS = 5                  # rounds in a row that store no new kernel: the search stops ("stalled")
 
 def code_hash(code: str) -> str:
     return hashlib.sha256(code.strip().encode()).hexdigest()[:16]
@@ -48,6 +50,15 @@ def language_of(code: str) -> str:
     except (SyntaxError, ValueError):
         return "triton"
     return kernel_language(tree) or "triton"
+
+
+def _why(ev: Evaluation) -> str:
+    """One failed branch in a line: its status and reason, and the error's last line where it says more."""
+    why = f"{ev.status}: {ev.reason or ''}".strip()
+    last = next((ln.strip() for ln in reversed((ev.error_text or "").splitlines()) if ln.strip()), "")
+    if last and last not in why:
+        why += f" ({last[:160]})"
+    return why[:300]
 
 
 def describe_result(ev: Evaluation | None) -> str:
@@ -77,6 +88,7 @@ class Controller:
                                       self._record_call)
         self.coder = Coder(make_provider(setup.code, seed=seed), setup.code, setup.prices, self._record_call)
         self.stop_reason: str | None = None
+        self.strategy = setup.search.strategy
         self._t0 = time.monotonic()
         with session_scope(engine) as s:
             self._elapsed_base = q.run_elapsed(s, run_id)
@@ -196,7 +208,8 @@ class Controller:
         again = "" if rnd == 0 else " (again: none of the earlier ones is correct)"
         q.add_idea(s, self.run_id, round=rnd, parent_kernel_id=None, title=FIRST_TITLE + again,
                    text="The coder writes first correct kernels from the reference alone; the correct ones seed the "
-                        "next round.", meta_json=json.dumps({FIRST: True}), llm_call_id=None,
+                        "next round.", meta_json=json.dumps({FIRST: True, "strategy": self.strategy}),
+                   llm_call_id=None,
                    branches_wanted=self.setup.first_kernels)
 
     def _any_correct(self) -> bool:
@@ -204,7 +217,8 @@ class Controller:
             return q.best_evaluation(s, self.run_id) is not None
 
     def _first_round(self, rnd: int) -> None:
-        """A round of first kernels from the reference: round 0, or a later one while none is correct yet."""
+        """A round of first kernels from the reference: round 0, a later one while none is correct yet, or every
+        round of best_of_n with no starter."""
         with session_scope(self.engine) as s:
             self._add_first_idea(s, rnd)
         self.emit("first_kernels", {"round": rnd, "n": self.setup.first_kernels})
@@ -215,18 +229,21 @@ class Controller:
         return [FailedKernel(k.id, k.code, ev.status, ev.reason or "", (ev.error_text or "")[-ERROR_CHARS:])
                 for k, ev in rows]
 
-    def _seeds(self) -> list[SeedView]:
+    def _tree(self) -> q.RunTree:
         with session_scope(self.engine) as s:
-            rows = q.correct_kernels(s, self.run_id)
-            scored = [Scored(k.id, k.idea_id, ev.speedup or 0.0) for k, ev in rows]
-            chosen = pick_seeds(scored, self.setup.search.seeds_per_round)
-            if not chosen:   # nothing correct yet: seed from the starter, failures and all
-                k = q.first_kernel(s, self.run_id)
-                ev = q.get_evaluation(s, k.id)
-                return [SeedView(k.id, k.code, describe_result(ev))]
-            by_id = {k.id: (k, ev) for k, ev in rows}
-            return [SeedView(c.kernel_id, by_id[c.kernel_id][0].code, describe_result(by_id[c.kernel_id][1]))
-                    for c in chosen]
+            return q.tree(s, self.run_id)
+
+    def _plan(self, rnd: int) -> strategies.Plan:
+        return strategies.plan(self._tree(), self.setup, rnd)
+
+    def _seeds(self, parents: tuple[int, ...]) -> list[SeedView]:
+        """The round's parents as the idea writer is shown them: code and measured result (or the failure)."""
+        out = []
+        with session_scope(self.engine) as s:
+            for kid in parents:
+                k = q.get_kernel(s, kid)
+                out.append(SeedView(k.id, k.code, describe_result(q.get_evaluation(s, k.id))))
+        return out
 
     def _tried(self) -> list[str]:
         with session_scope(self.engine) as s:
@@ -237,13 +254,19 @@ class Controller:
             if ok:
                 best = max(ok, key=lambda e: e.speedup or 0)
                 outcome = f"best branch {best.speedup:.2f}x eager ({len(ok)}/{len(evs)} branches correct)"
-            elif evs:
-                outcome = "every branch failed: " + "; ".join(sorted({f"{e.status}: {e.reason}"[:160] for e in evs}))
+            elif evs:   # why, in the idea writer's words (prompts/tried_failed.md): each distinct failure once
+                out.append(prompt("tried_failed").substitute(
+                    title=idea.title, on=self._on(idea), n=len(evs),
+                    why="; ".join(sorted({_why(e) for e in evs}))).strip())
+                continue
             else:
                 outcome = "no branch evaluated"
-            on = f"on kernel {idea.parent_kernel_id}" if idea.parent_kernel_id else "from the reference"
-            out.append(f"{idea.title} ({on}): {outcome}")
+            out.append(f"{idea.title} ({self._on(idea)}): {outcome}")
         return out
+
+    @staticmethod
+    def _on(idea: Idea) -> str:
+        return f"on kernel {idea.parent_kernel_id}" if idea.parent_kernel_id else "from the reference"
 
     def _codes(self, before_round: int | None = None) -> list[str]:
         """The run's kernels, or only those of rounds before `before_round`."""
@@ -270,24 +293,34 @@ class Controller:
         case = self.problem.timed_case if self.pool.mode == "cuda" else self.problem.cpu_timed_case()
         return case.describe()
 
-    async def _propose(self, rnd: int) -> None:
-        seeds = self._seeds()
+    async def _propose(self, rnd: int, plan: strategies.Plan) -> None:
+        seeds = self._seeds(plan.parents)
         hints = self._hints()
         hints["seeds"] = [{"kernel_id": sd.kernel_id, "code": sd.code} for sd in seeds]
         hints["round"] = rnd
-        n = self.setup.search.ideas_per_round
-        self.emit("round", {"round": rnd, "seeds": [sd.kernel_id for sd in seeds]})
+        self.emit("round", {"round": rnd, "seeds": [sd.kernel_id for sd in seeds], "strategy": self.strategy})
         ideas, call_id, err = await self.idea_writer.propose(
             problem=self.problem.name, reference=self.problem.reference_source, timed_case=self._timed_case(),
-            device=self._device_label(), seeds=seeds, tried=self._tried(), n=n, hints=hints)
+            device=self._device_label(), seeds=seeds, tried=self._tried(), n=plan.ideas, hints=hints)
         if err:
             self.emit("llm_error", {"role": "ideas", "error": err})
+        tree = self._tree()
+        tried = {p: strategies.lineage_ideas(tree, p) for p in plan.parents}
+        kept = []
+        for idea in ideas:   # an idea the parent's lineage already tried is not tried again, nor one twice a round
+            key = strategies.idea_key(idea.title, idea.description)
+            seen = tried.setdefault(idea.seed_kernel_id, strategies.lineage_ideas(tree, idea.seed_kernel_id))
+            if key in seen:
+                self.emit("repeat_idea", {"round": rnd, "title": idea.title, "parent": idea.seed_kernel_id})
+                continue
+            seen.add(key)
+            kept.append(idea)
         with session_scope(self.engine) as s:
-            for idea in ideas:
+            for idea in kept:
                 q.add_idea(s, self.run_id, round=rnd, parent_kernel_id=idea.seed_kernel_id, title=idea.title,
-                           text=idea.description, meta_json=json.dumps(idea.meta), llm_call_id=call_id,
-                           branches_wanted=self.setup.search.branches_per_idea)
-        self.emit("ideas", {"round": rnd, "n": len(ideas), "titles": [i.title for i in ideas]})
+                           text=idea.description, meta_json=json.dumps({**idea.meta, "strategy": self.strategy}),
+                           llm_call_id=call_id, branches_wanted=plan.branches)
+        self.emit("ideas", {"round": rnd, "n": len(kept), "titles": [i.title for i in kept]})
 
     async def _code_and_evaluate(self, idea: Idea, branch: int) -> None:
         if self._check_budgets():
@@ -357,6 +390,7 @@ class Controller:
             if rnd == 0:
                 self.emit("first_kernels", {"round": 0, "n": self.setup.first_kernels})
             await self._complete_round(rnd)   # round 0's first kernels; or the round a resumed run was killed in
+        idle = 0   # rounds in a row that stored no kernel (every idea a repeat, every branch a duplicate, no reply)
         while True:
             reason = self._check_budgets()
             if reason:
@@ -364,13 +398,21 @@ class Controller:
             if rnd >= self.setup.search.rounds:
                 reason = "rounds_done"
                 break
+            if idle >= STALL_ROUNDS:
+                reason = "stalled"
+                break
             rnd += 1
+            before = self._kernel_count()
+            plan = self._plan(rnd)
             if self.setup.first_from_reference and not self._any_correct():
                 self.emit("no_correct", {"round": rnd})   # the coder of this round sees the failures
                 self._first_round(rnd)
+            elif plan.first:
+                self._first_round(rnd)
             else:
-                await self._propose(rnd)
+                await self._propose(rnd, plan)
             await self._complete_round(rnd)
+            idle = idle + 1 if self._kernel_count() == before else 0
         self.stop_reason = reason
         if not self._any_correct():
             self.emit("none_correct", {"reason": reason})

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,7 +21,15 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+STRATEGIES = ("branching", "sequential", "best_of_n", "evolutionary")   # search/strategies.py says what each does
+
+
 class SearchConfig(_Strict):
+    # how parents and ideas are chosen each round (search/strategies.py): branching (several ideas on the fastest
+    # diverse seeds, several branches each), sequential (one idea, one kernel a round, on the best so far),
+    # best_of_n (independent kernels from the starting point, never revised), evolutionary (parents sampled from
+    # the correct kernels by speed and novelty)
+    strategy: Literal["branching", "sequential", "best_of_n", "evolutionary"] = "branching"
     rounds: int = Field(default=3, ge=1)
     ideas_per_round: int = Field(default=4, ge=1)
     branches_per_idea: int = Field(default=2, ge=1)

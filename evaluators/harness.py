@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import hashlib
 import os
 import time
 from typing import Callable, ContextManager
@@ -33,16 +32,12 @@ from kernelsearch.evaluators.numerics import (
 from kernelsearch.evaluators.problem import DTYPES, Case, Problem
 from kernelsearch.evaluators.result import EvalResult
 from kernelsearch.evaluators.scan import scan_source
+from kernelsearch.evaluators.seeds import derive_seed
 from kernelsearch.evaluators.settings import EvalSettings
 from kernelsearch.evaluators.static import check_source
 from kernelsearch.evaluators.status import CandidateFailure, Status
 
 FLOOR_SLACK = 0.95             # a time below 95 % of the I/O floor is impossible
-
-
-def _seed(base: int, *parts) -> int:
-    h = hashlib.sha256(repr((base, *parts)).encode()).digest()
-    return int.from_bytes(h[:6], "little")
 
 
 def _same(a: list, b: list) -> bool:
@@ -124,7 +119,7 @@ class Judge:
         """The reference model here (trusted), built once, and each runner's model (`name` eager, or compile for
         torch.compile's) with the same init and the same weights."""
         init = self.problem.build_init_inputs(case)
-        init_seed = _seed(seed, "init")
+        init_seed = derive_seed(seed, "init")
         torch.manual_seed(init_seed)
         ref = self.problem.module.Model(*init)
         state = ref.state_dict() if isinstance(ref, torch.nn.Module) else {}
@@ -171,7 +166,7 @@ class Judge:
     def compile(self) -> None:
         self.language = check_source(self.source)
         self.detail["language"] = self.language
-        self.detail.update(scan_source(self.source, self.language))
+        self.detail.update(scan_source(self.source, self.language, allow=self.s.allow_torch))
         pin_precision()
         self.cand = self._runner("candidate")
         reply, _ = self._ask(self.cand, {"op": "load", "role": "candidate", "path": self.candidate_path,
@@ -231,7 +226,7 @@ class Judge:
     def _check_case(self, case: Case) -> None:
         atol, rtol = self.problem.tolerance(case.dtype)
         for trial in range(self.s.trials):
-            seed = _seed(self.secret, case.name, trial)
+            seed = derive_seed(self.secret, case.name, trial)
             ref = self._build(case, seed, "correctness", [(self.cand, "eager")])
             inputs = self.problem.build_inputs(case, seed, self.device)
             views = self._put(self.cand, 0, inputs, "correctness")
@@ -253,9 +248,9 @@ class Judge:
     def _repeat_check(self, case: Case) -> None:
         """Two calls on different inputs of the same shape, both before the reference runs; both must be right (a
         cache keyed on shape, data_ptr, version or a global returns the first answer twice)."""
-        seed = _seed(self.secret, case.name, "repeat")
+        seed = derive_seed(self.secret, case.name, "repeat")
         ref = self._build(case, seed, "correctness", [(self.cand, "eager")])
-        sets = [self.problem.build_inputs(case, _seed(seed, i), self.device) for i in range(2)]
+        sets = [self.problem.build_inputs(case, derive_seed(seed, i), self.device) for i in range(2)]
         outs = []
         for i, inputs in enumerate(sets):
             views = self._put(self.cand, 0, inputs, "correctness")
@@ -278,7 +273,7 @@ class Judge:
 
     def _stability_one(self, case: Case, name: str) -> CandidateFailure | None:
         atol, rtol = self.problem.stability_tolerance(case.dtype)
-        seed = _seed(self.secret, case.name, "stability", name)
+        seed = derive_seed(self.secret, case.name, "stability", name)
         ref = self._build(case, seed, "correctness", [(self.cand, "eager")])
         inputs = stability_inputs(name, self.problem.build_inputs(case, seed, self.device), case.dtype, seed)
         views = self._put(self.cand, 0, inputs, "correctness")
@@ -449,5 +444,8 @@ def evaluate(problem: Problem, source: str, settings: EvalSettings, *, mode: str
 
             shutil.rmtree(tmp, ignore_errors=True)
     result.peak_vram_mb = judge.peak_mb
+    if "torch_ops" in judge.detail:   # the scan passed: the allowed torch operations the host code calls
+        result.torch_ops = ",".join(judge.detail["torch_ops"])
+        judge.detail["allow_torch"] = list(settings.allow_torch)
     result.detail = judge.detail
     return result

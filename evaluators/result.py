@@ -33,6 +33,8 @@ class EvalResult:
     gpu_index: Optional[int] = None
     wall_s: Optional[float] = None
     peak_vram_mb: Optional[float] = None  # the candidate's process, largest CUDA allocation seen (GPU)
+    torch_ops: Optional[str] = None       # the allowed torch operations (evaluation.allow_torch) its host code calls,
+    #                                       comma-separated; "" none; None: not scanned (refused before the scan)
     detail: dict = field(default_factory=dict)
 
     @property

@@ -73,6 +73,94 @@ from kernelsearch.evaluators.status import CandidateFailure, Status
 # does outside torch (its files, descriptors, other processes: the judge's process boundary and the sandbox stand
 # there). The kernel-launch check and the judge's comparison stand behind it.
 
+# -- what a config may allow (evaluation.allow_torch) ------------------------------------------------------------
+#
+# KernelBench lets a candidate keep part of the work in PyTorch (a level-2 solution keeps its GEMM in cuBLAS and
+# fuses the epilogue into its own kernel). A config may allow, per problem, the named operations below and nothing
+# else; the strict default allows none. An allowance is matched by identity, never by name: a torch path is allowed
+# only if it resolves (in the real torch module) to one of the allowance's functions, so an alias of the same
+# function passes and anything else (softmax under an allowance of matmul, however it is reached) is rejected by the
+# same rules as without one. A tensor method is allowed by its name on torch.Tensor (`x.matmul(w)`), `@` by the
+# matmul allowance, and calling an nn module (or its forward) only for the exact classes listed (not a subclass: a
+# subclass of a torch class is rejected anyway, not a container such as nn.Sequential). What a call returns is a
+# tensor, so arithmetic or a tensor method on it is still host compute. The kernel-launch check (a forward that
+# launched none of the candidate's own Triton kernels is rejected) and `no kernel of its own` stand as they are:
+# an allowance lets a candidate call a library for part of the work, never for all of it.
+ALLOWABLE_TORCH: dict[str, dict[str, tuple[str, ...]]] = {
+    "matmul": {"funcs": ("torch.matmul",), "methods": ("matmul", "__matmul__", "__rmatmul__"), "operator": ("@",)},
+    "mm": {"funcs": ("torch.mm",), "methods": ("mm",)},
+    "bmm": {"funcs": ("torch.bmm",), "methods": ("bmm",)},
+    "addmm": {"funcs": ("torch.addmm",), "methods": ("addmm",)},
+    "baddbmm": {"funcs": ("torch.baddbmm",), "methods": ("baddbmm",)},
+    "linear": {"funcs": ("torch.nn.functional.linear",), "modules": ("torch.nn.Linear",)},
+    "conv1d": {"funcs": ("torch.nn.functional.conv1d",), "modules": ("torch.nn.Conv1d",)},
+    "conv2d": {"funcs": ("torch.nn.functional.conv2d",), "modules": ("torch.nn.Conv2d",)},
+    "conv3d": {"funcs": ("torch.nn.functional.conv3d",), "modules": ("torch.nn.Conv3d",)},
+    "conv_transpose1d": {"funcs": ("torch.nn.functional.conv_transpose1d",), "modules": ("torch.nn.ConvTranspose1d",)},
+    "conv_transpose2d": {"funcs": ("torch.nn.functional.conv_transpose2d",), "modules": ("torch.nn.ConvTranspose2d",)},
+    "conv_transpose3d": {"funcs": ("torch.nn.functional.conv_transpose3d",), "modules": ("torch.nn.ConvTranspose3d",)},
+}
+
+
+class _Allowance:
+    """The operations a config allows, resolved to the objects they name; `used` collects the names a scan
+    excused (recorded with the evaluation, so a result with library calls is never taken for one without)."""
+
+    def __init__(self, names) -> None:
+        unknown = [n for n in names if n not in ALLOWABLE_TORCH]
+        if unknown:
+            raise ValueError(f"{unknown[0]!r} is not an operation that can be allowed")
+        self.names = tuple(names)
+        self.funcs: dict[int, str] = {}
+        self.methods: dict[str, str] = {}
+        self.modules: dict[int, str] = {}
+        self.operator = False
+        for name in self.names:
+            spec = ALLOWABLE_TORCH[name]
+            for path in spec.get("funcs", ()):
+                obj = _torch_object(path)
+                if obj is not _MISSING:
+                    self.funcs[id(obj)] = name
+            for m in spec.get("methods", ()):
+                self.methods[m] = name
+            for path in spec.get("modules", ()):
+                obj = _torch_object(path)
+                if obj is not _MISSING:
+                    self.modules[id(obj)] = name
+            self.operator = self.operator or "@" in spec.get("operator", ())
+        self.used: set[str] = set()
+
+    def _take(self, name: str | None) -> bool:
+        if name is None:
+            return False
+        self.used.add(name)
+        return True
+
+    def path(self, path: str) -> bool:
+        """A torch path that computes: allowed if it is one of the allowed functions (by identity), or an allowed
+        method of torch.Tensor."""
+        if not self.names:
+            return False
+        if path.startswith("torch.Tensor.") and path.count(".") == 2:
+            return self._take(self.methods.get(path.rsplit(".", 1)[1]))
+        obj = _torch_object(path)
+        return obj is not _MISSING and self._take(self.funcs.get(id(obj)))
+
+    def method(self, attr: str) -> bool:
+        """A tensor method on a tensor (or a value that may be one)."""
+        return bool(self.names) and self._take(self.methods.get(attr))
+
+    def module(self, cls_path: str) -> bool:
+        """Calling an instance of this torch.nn class (or its forward)."""
+        if not self.names:
+            return False
+        obj = _torch_object(cls_path)
+        return obj is not _MISSING and self._take(self.modules.get(id(obj)))
+
+    def matmul_operator(self) -> bool:
+        return self.operator and self._take("matmul")
+
+
 _KERNEL_DECORATORS = ("jit", "autotune", "heuristics")
 _DYNAMIC_BUILTINS = frozenset({"eval", "exec", "compile", "__import__", "globals", "locals", "vars", "breakpoint"})
 _DYNAMIC_MODULES = frozenset({"importlib", "imp", "runpy", "code", "codeop", "marshal", "pickle", "dill",
@@ -291,11 +379,12 @@ class _Scope:
 class _Scan:
     """One pass to collect bindings, one to check the host code's nodes."""
 
-    def __init__(self, tree: ast.Module):
+    def __init__(self, tree: ast.Module, allow: "_Allowance | None" = None):
         global _TENSOR_COMPUTE
         if _TENSOR_COMPUTE is None:
             _TENSOR_COMPUTE = _tensor_compute_names()
         self.tree = tree
+        self.allow = allow or _Allowance(())
         self.parent: dict[int, ast.AST] = {}
         self.scope_of: dict[int, _Scope] = {}      # id(node) -> the scope its names are looked up in
         self.classes: dict[str, ast.ClassDef] = {}
@@ -617,6 +706,8 @@ class _Scan:
                     out.add(UNKNOWN)
             return frozenset(out or {UNKNOWN})
         if isinstance(node, ast.BinOp):
+            if isinstance(node.op, ast.MatMult):
+                return frozenset({TENSOR})   # only tensors multiply so (an allowed matmul's result is a tensor)
             return self._binop_kinds(self.kinds(node.left, scope), self.kinds(node.right, scope))
         if isinstance(node, ast.UnaryOp):
             return frozenset({PLAIN}) if isinstance(node.op, ast.Not) else self.kinds(node.operand, scope)
@@ -740,6 +831,8 @@ class _Scan:
                     out.add(TENSOR)
             elif tag == "mod":
                 out.add(PLAIN if k[1].split(".")[0] in ("math", "os", "triton", "sys", "time") else UNKNOWN)
+            elif tag == "tobj" and _classify(k[1]) in ("nn-holder", "nn-compute"):
+                out.add(TENSOR)   # a module's forward returns tensors: arithmetic on them is host compute
             else:
                 out.add(UNKNOWN)
         if isinstance(func, ast.Attribute):
@@ -860,10 +953,14 @@ class _Scan:
             self._check_call(node, scope)
         elif isinstance(node, ast.BinOp):
             if isinstance(node.op, ast.MatMult):
+                if self.allow.matmul_operator():
+                    return
                 raise _Finding("torch-compute check", node, "computes with a torch op (@ (matmul operator))")
             self._check_arith(node, [node.left, node.right], scope)
         elif isinstance(node, ast.AugAssign):
             if isinstance(node.op, ast.MatMult):
+                if self.allow.matmul_operator():
+                    return
                 raise _Finding("torch-compute check", node, "computes with a torch op (@= (matmul operator))")
             self._check_arith(node, [node.target, node.value], scope)
         elif isinstance(node, ast.UnaryOp) and not isinstance(node.op, ast.Not):
@@ -915,7 +1012,7 @@ class _Scan:
         verb = "calls" if called else "refers to"
         if cls == "override":
             raise _Finding("torch-override check", node, f"{verb} {path}, which changes what torch calls compute")
-        if cls == "compute":
+        if cls == "compute" and not self.allow.path(path):
             raise _Finding("torch-compute check", node, f"{verb} a torch op ({path}) outside the candidate's own "
                            "kernels; host code may only allocate and reshape")
         if cls == "nn-compute":
@@ -942,7 +1039,7 @@ class _Scan:
                     continue
                 self._check_torch_path(node, k[1], called=called)
             elif k[0] == "tobj" and called:
-                if _classify(k[1]) in ("nn-holder", "nn-compute"):
+                if _classify(k[1]) in ("nn-holder", "nn-compute") and not self.allow.module(k[1]):
                     raise _Finding("torch-compute check", node, f"calls {text}, a {k[1]} module: its forward is torch "
                                    "compute (its weights may be given to a kernel)")
             elif k[0] == "mod":
@@ -969,14 +1066,14 @@ class _Scan:
         for k in base:
             tag = k[0]
             if tag in ("tensor", "unknown"):
-                if attr in _TENSOR_COMPUTE:
+                if attr in _TENSOR_COMPUTE and not self.allow.method(attr):
                     raise _Finding("torch-compute check", node, f"computes with a torch op ({ast.unparse(node)[:60]}) "
                                    "outside the candidate's own kernels; host code may only allocate and reshape")
             elif tag == "tattr":
                 self._check_tobj_attr(node, k[1], k[2], attr)
             elif tag == "tobj":
                 self._check_tobj_attr(node, k[1], None, attr)
-            elif tag == "own" and self._tensorish(k[1]) and attr in _TENSOR_COMPUTE:
+            elif tag == "own" and self._tensorish(k[1]) and attr in _TENSOR_COMPUTE and not self.allow.method(attr):
                 raise _Finding("torch-compute check", node, f"computes with a torch op ({ast.unparse(node)[:60]}) "
                                "on a tensor subclass")
 
@@ -984,7 +1081,7 @@ class _Scan:
         """An attribute of an instance of a torch class (`first` is set when the instance is itself an attribute
         of one: self.lin.weight.sum -> tattr(Linear, weight) then .sum)."""
         if first is not None:   # an attribute of an attribute: a weight, a buffer, a config value
-            if attr in _TENSOR_COMPUTE:
+            if attr in _TENSOR_COMPUTE and not self.allow.method(attr):
                 raise _Finding("torch-compute check", node, f"computes with a torch op ({ast.unparse(node)[:60]})")
             return
         kind = _classify(cls_path)
@@ -994,11 +1091,12 @@ class _Scan:
             if attr.startswith("_") and not attr.startswith("__"):
                 raise _Finding("torch-compute check", node, f"reaches {ast.unparse(node)[:60]}, an internal of a "
                                "torch module")
-            if callable(member) and attr not in _NN_METHODS_OK:
+            if callable(member) and attr not in _NN_METHODS_OK and not (
+                    attr in ("forward", "__call__") and self.allow.module(cls_path)):
                 raise _Finding("torch-compute check", node, f"uses {ast.unparse(node)[:60]}, a method of a torch "
                                "module that computes")
         elif kind == "class-ok" and any(cls_path.startswith(p) for p in ("torch.Tensor", "torch.nn.Parameter")):
-            if attr in _TENSOR_COMPUTE:
+            if attr in _TENSOR_COMPUTE and not self.allow.method(attr):
                 raise _Finding("torch-compute check", node, f"computes with a torch op ({ast.unparse(node)[:60]})")
 
     def _check_call(self, node: ast.Call, scope: _Scope) -> None:
@@ -1013,7 +1111,7 @@ class _Scan:
                                "on an object that is not the candidate's own")
         resolved = ("kernel", "own", "ownclass", "ownfunc", "builtin", "mod", "ext", "torch", "tobj")
         recv = self.kinds(func.value, scope) if isinstance(func, ast.Attribute) else frozenset()
-        if self.holds_modules and not all(k[0] in resolved for k in fk) and (
+        if self.holds_modules and not all(k[0] in resolved for k in fk) and not self._allowed_forward(func, recv) and (
                 not isinstance(func, ast.Attribute)
                 or (func.attr in _nn_compute_methods() and not all(k[0] in ("mod", "ext", "torch") for k in recv))
                 or (recv and all(k[0] in ("own", "ownclass") for k in recv))):
@@ -1038,7 +1136,7 @@ class _Scan:
                     raise _Finding("getattr check", node, f"{ast.unparse(node)[:60]}: an attribute named at run time "
                                    "on an object that is not the candidate's own")
         for k in fk:
-            if k[0] == "tobj" and _classify(k[1]) in ("nn-holder", "nn-compute"):
+            if k[0] == "tobj" and _classify(k[1]) in ("nn-holder", "nn-compute") and not self.allow.module(k[1]):
                 raise _Finding("torch-compute check", node, f"calls {ast.unparse(func)[:60]}, a {k[1]} module: its "
                                "forward is torch compute (its weights may be given to a kernel)")
             if k[0] == "builtin" and k[1] in _REDUCING_BUILTINS:
@@ -1048,6 +1146,11 @@ class _Scan:
                             b == TENSOR or b[0] == "tattr" for b in a[1])) for a in ak):
                         raise _Finding("torch-compute check", node, f"computes with a torch op ({k[1]}() of "
                                        "tensors) outside the candidate's own kernels")
+
+    def _allowed_forward(self, func: ast.AST, recv: frozenset) -> bool:
+        """`self.lin.forward(x)` on instances of an allowed nn class only."""
+        return isinstance(func, ast.Attribute) and func.attr in ("forward", "__call__") and bool(recv) and all(
+            k[0] == "tobj" and self.allow.module(k[1]) for k in recv)
 
     def _check_arith(self, node: ast.AST, operands: list, scope: _Scope) -> None:
         for op in operands:
@@ -1106,13 +1209,15 @@ def _inside(node: ast.AST, outer: ast.AST) -> bool:
     return outer.lineno <= getattr(node, "lineno", -1) <= end
 
 
-def scan_source(source: str, language: str | None = "triton") -> dict:
+def scan_source(source: str, language: str | None = "triton", allow=()) -> dict:
     """Static anti-cheat scan of the host code (the rules above), for Triton and CUDA C++ candidates alike (a
-    load_inline extension's functions are the candidate's own; `language` is kept for callers). Raises
-    CandidateFailure(rejected) naming the check and the line; returns notes for the result's detail (low-precision
-    casts, for the precision check)."""
+    load_inline extension's functions are the candidate's own; `language` is kept for callers). `allow` names the
+    torch operations the config allows (ALLOWABLE_TORCH; none by default). Raises CandidateFailure(rejected) naming
+    the check and the line; returns notes for the result's detail: `torch_ops`, the allowed operations the host code
+    calls (sorted; empty when none), and low-precision casts, for the precision check."""
     tree = ast.parse(source)
-    scan = _Scan(tree)
+    allowance = _Allowance(allow)
+    scan = _Scan(tree, allowance)
     found = sorted(scan.findings(), key=lambda f: f.lineno)
     for handler in scan.except_handlers():
         for sub in ast.walk(handler):
@@ -1128,8 +1233,11 @@ def scan_source(source: str, language: str | None = "triton") -> dict:
                                        "of the kernel", stage="static")
     if found:
         f = min(found, key=lambda f: (_PRIORITY.index(f.check), f.lineno))
-        raise CandidateFailure(Status.rejected, f"{f.check}: line {f.lineno} {f.what}", stage="static")
-    notes: dict = {}
+        why = f"{f.check}: line {f.lineno} {f.what}"
+        if f.check == "torch-compute check" and allowance.names:
+            why += f" (this problem allows only: {', '.join(allowance.names)})"
+        raise CandidateFailure(Status.rejected, why, stage="static")
+    notes: dict = {"torch_ops": sorted(allowance.used, key=list(ALLOWABLE_TORCH).index)}
     casts = set()
     for node in scan.nodes:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):

@@ -5,7 +5,7 @@ concurrency, the per-evaluation secret seed) and passes the same object to every
 """
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class EvalSettings(BaseModel):
@@ -21,3 +21,17 @@ class EvalSettings(BaseModel):
     cpu_memory_gb: float = Field(default=8.0, gt=0)  # CPU candidate processes' address-space limit
     gpu_memory_fraction: float = Field(default=0.8, gt=0, le=1)  # each GPU process's share of the device memory
     aot_compile: bool = True                        # without a GPU: compile for sm_90 too (registers, spills)
+    # torch operations a candidate's host code may call for this problem (KernelBench lets a level-2 solution keep
+    # its GEMM in cuBLAS): names from scan.ALLOWABLE_TORCH, enforced by the static scan; empty is the strict default
+    allow_torch: list[str] = Field(default_factory=list)
+
+    @field_validator("allow_torch")
+    @classmethod
+    def _known_ops(cls, names: list[str]) -> list[str]:
+        from kernelsearch.evaluators.scan import ALLOWABLE_TORCH
+
+        unknown = [n for n in names if n not in ALLOWABLE_TORCH]
+        if unknown:
+            raise ValueError(f"{unknown[0]!r} is not an operation that can be allowed; the names are "
+                             f"{', '.join(ALLOWABLE_TORCH)}")
+        return sorted(set(names), key=list(ALLOWABLE_TORCH).index)

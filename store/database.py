@@ -29,6 +29,10 @@ class StoreError(Exception):
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 CORE_TABLES = ("run", "idea", "kernel", "evaluation", "llmcall")   # DESIGN.md's tables: a store has them all
+# columns added after stores were first written, all nullable: a store without them is an older one, not a damaged
+# one. Opened for writing it gets them (ALTER TABLE ADD COLUMN, NULL in every old row); opened read-only, where the
+# file cannot change, each such table is shadowed for that connection by a TEMP view that adds them as NULL.
+ADDED_COLUMNS: dict[str, tuple[str, ...]] = {"evaluation": ("torch_ops",)}
 BUSY_TIMEOUT_S = 30
 
 
@@ -48,8 +52,9 @@ def open_store(path: str | Path, *, readonly: bool = False, verify: bool = False
             p.parent.mkdir(parents=True, exist_ok=True)
             url = f"sqlite:///{p}"
         _check_header(p)
-        _prepare(p, readonly=readonly, verify=verify)
+        older = _prepare(p, readonly=readonly, verify=verify)
     engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_S})
+    shadows = [_shadow_view(t, cols) for t, cols in older.items()] if url != "sqlite://" and readonly else []
 
     @event.listens_for(engine, "connect")
     def _pragmas(dbapi_conn, _record):  # noqa: ANN001
@@ -58,6 +63,8 @@ def open_store(path: str | Path, *, readonly: bool = False, verify: bool = False
             cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA foreign_keys=ON")
+        for ddl in shadows:
+            cur.execute(ddl)
         cur.close()
 
     if url == "sqlite://":
@@ -92,6 +99,22 @@ def _check_header(p: Path) -> None:
                          f"{page_size} bytes ({pages * page_size}): truncated")
 
 
+def _shadow_view(table: str, missing: list[str]) -> str:
+    """A TEMP view named like `table` (temp is searched before main) with the columns it lacks as NULL."""
+    extra = ", ".join(f'NULL AS "{c}"' for c in missing)
+    return f'CREATE TEMP VIEW IF NOT EXISTS "{table}" AS SELECT *, {extra} FROM main."{table}"'
+
+
+def _older(tables: dict[str, set[str]]) -> dict[str, list[str]]:
+    """The ADDED_COLUMNS an existing store's tables lack."""
+    out = {}
+    for table, cols in ADDED_COLUMNS.items():
+        missing = [c for c in cols if table in tables and c not in tables[table]]
+        if missing:
+            out[table] = missing
+    return out
+
+
 def _connect(p: Path, readonly: bool) -> sqlite3.Connection:
     if readonly:
         return sqlite3.connect(f"file:{p.resolve()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
@@ -118,13 +141,15 @@ def _check_schema(p: Path, tables: dict[str, set[str]]) -> None:
                          f"{', '.join(missing)} {'are' if len(missing) > 1 else 'is'} missing (it has "
                          f"{', '.join(have)})")
     for name, table in SQLModel.metadata.tables.items():
-        lacking = sorted(c.name for c in table.columns if name in tables and c.name not in tables[name])
+        added = ADDED_COLUMNS.get(name, ())
+        lacking = sorted(c.name for c in table.columns if name in tables and c.name not in tables[name]
+                         and c.name not in added)
         if lacking:
             raise StoreError(f"{p} is a damaged kernelsearch store (or one written by another version): table "
                              f"{name} lacks column{'s' if len(lacking) > 1 else ''} {', '.join(lacking)}")
 
 
-def _prepare(p: Path, *, readonly: bool, verify: bool) -> None:
+def _prepare(p: Path, *, readonly: bool, verify: bool) -> dict[str, list[str]]:
     """`_prepare_once`, again while SQLite answers "locked" without waiting (it does so at once, not after its busy
     timeout, where waiting could deadlock: a BEGIN IMMEDIATE or the switch to WAL while another process is making the
     same new store; seen 1 time in 20 with 4 processes), up to BUSY_TIMEOUT_S in all."""
@@ -144,14 +169,17 @@ class _Locked(Exception):
     pass
 
 
-def _prepare_once(p: Path, *, readonly: bool, verify: bool) -> None:
+def _prepare_once(p: Path, *, readonly: bool, verify: bool) -> dict[str, list[str]]:
     """Check the store's tables (and, with `verify`, its pages); for a writable store create what is missing, all
     in one exclusive transaction: of processes opening a new store at once, one creates the tables and the
-    others, waiting on the lock, find them made."""
+    others, waiting on the lock, find them made. Returns the ADDED_COLUMNS a read-only store lacks."""
+    older: dict[str, list[str]] = {}
     try:
         with closing(_connect(p, readonly)) as con:
             if readonly:
-                _check_schema(p, _schema(con))
+                tables = _schema(con)
+                _check_schema(p, tables)
+                older = _older(tables)
             else:
                 con.execute("BEGIN IMMEDIATE")
                 try:
@@ -165,6 +193,7 @@ def _prepare_once(p: Path, *, readonly: bool, verify: bool) -> None:
                 con.execute("PRAGMA journal_mode=WAL")   # only once the file is known to be a store
             if verify:
                 _quick_check(p, con)
+        return older
     except sqlite3.DatabaseError as err:
         if isinstance(err, sqlite3.OperationalError) and "locked" in str(err):
             raise _Locked(str(err)) from None
@@ -188,6 +217,9 @@ def _create_missing(con: sqlite3.Connection, tables: dict[str, set[str]]) -> Non
     for table in SQLModel.metadata.tables.values():   # SQLite resolves foreign keys on use: any order
         if table.name not in tables:
             con.execute(str(CreateTable(table).compile(dialect=dialect)))
+        for name in _older(tables).get(table.name, []):   # an older store: its new nullable columns, NULL in old rows
+            col = table.columns[name]
+            con.execute(f'ALTER TABLE "{table.name}" ADD COLUMN "{name}" {col.type.compile(dialect=dialect)}')
         for index in table.indexes:
             con.execute(str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect)))
 

@@ -75,6 +75,8 @@ class Evaluation(SQLModel, table=True):
     device: Optional[str] = None
     gpu_index: Optional[int] = None       # the lease the timing held
     detail_json: str = "{}"               # per-stage detail: cases, errors, spread, registers, output
+    torch_ops: Optional[str] = None       # allowed torch operations (evaluation.allow_torch) the kernel calls:
+    #                                       "matmul,linear"; "" none; None: not scanned, or stored before the column
     wall_s: Optional[float] = None
     created_at: datetime = Field(default_factory=utcnow)
 

@@ -306,7 +306,7 @@ def test_honest_code_passes(what, parts):
 
 
 def test_honest_name_fixture_passes():
-    assert scan_source((JUDGE / "honest_names.py").read_text()) == {}
+    assert scan_source((JUDGE / "honest_names.py").read_text()) == {"torch_ops": []}
 
 
 # -- every honest kernel the project ships ---------------------------------------------------------------------------

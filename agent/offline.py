@@ -10,6 +10,9 @@ What it reads from the hints, besides the prompt's own task (problem, seeds, ide
 kernel the run has written (an idea is not proposed again), and `earlier_codes`, the kernels of earlier rounds (a
 branch is not written again). Both are code, as any provider could be given; what they mean in the family's
 search space is worked out here.
+
+No idea and no branch lands on a point the space's feasibility model refuses at some shape case of the problem
+(evaluators/space.py: registers, shared memory, a launcher's refusal on an H200).
 """
 from __future__ import annotations
 
@@ -33,12 +36,13 @@ class OfflineProvider:
         self.seed = seed
 
     def _space(self, problem_ref):
+        """The family's search space and the problem's shape cases: every point proposed is feasible at each."""
         problem = load_problem(problem_ref)
         space = getattr(problem.family, "SPACE", None) if problem.family else None
         if space is None:
             raise ProviderError(f"the offline provider needs a built-in family with a search space; "
                                 f"{problem.name!r} has none (use an LLM provider for KernelBench files)")
-        return space
+        return space, problem.cases
 
     async def complete(self, request: ChatRequest) -> ChatReply:
         h = request.hints
@@ -53,7 +57,7 @@ class OfflineProvider:
 
     # -- ideas ------------------------------------------------------------------------------------------------
     def _ideas(self, h: dict) -> str:
-        space = self._space(h["problem"])
+        space, cases = self._space(h["problem"])
         rng = random.Random(f"{self.seed}/ideas/{h.get('round', 0)}")
         # kernels are compared by what they render to, so a move that only sets a knob the seed's variant ignores
         # is not proposed as if it were new; the run's kernels are read back into the space's parameters here
@@ -63,7 +67,7 @@ class OfflineProvider:
             params = space.params_of(seed["code"])
             seen.add(space.body(params))
             options = []
-            for move, new in space.applicable(params):
+            for move, new in space.applicable(params, cases):
                 key = space.body(new)
                 if key in seen:
                     continue
@@ -91,7 +95,7 @@ class OfflineProvider:
 
     # -- code -------------------------------------------------------------------------------------------------
     def _code(self, h: dict) -> str:
-        space = self._space(h["problem"])
+        space, cases = self._space(h["problem"])
         idea = h["idea"]
         meta = idea.get("meta") or {}
         base = space.params_of(h.get("seed_code") or "")
@@ -101,16 +105,19 @@ class OfflineProvider:
             params, fixed = dict(space.default), set()
         elif params is None:   # an idea written elsewhere: match a move by its title, else a random applicable one
             rng = random.Random(f"{self.seed}/match/{idea['title']}")
-            options = space.applicable(base)
+            options = space.applicable(base, cases)
             match = [(m, p) for m, p in options if m.title.lower() in (idea["title"] + " " +
                                                                        idea["description"]).lower()]
             if not (match or options):
                 raise ProviderError("offline provider: no move applies to this seed")
             move, params = (match or [rng.choice(options)])[0]
             fixed = set(move.changes)
+        why = space.infeasible(params, cases)
+        if why:   # an idea from elsewhere (another provider, a replay) at a point the H200 cannot run
+            raise ProviderError(f"offline provider: the idea's parameters cannot run on an H200 at {why}")
         rng = random.Random(f"{self.seed}/code/{idea.get('id')}/{json.dumps(params, sort_keys=True)}")
         earlier = {space.body(space.params_of(c)) for c in h.get("earlier_codes", []) if HEADER in c}
-        variants = space.branches(params, h["branches"], rng, fixed, avoid=earlier)
+        variants = space.branches(params, h["branches"], rng, fixed, avoid=earlier, cases=cases)
         chosen = variants[h["branch"] % len(variants)]
         code = space.render(chosen)
         head = f"Branch {h['branch']} of \"{idea['title']}\": parameters {json.dumps(chosen)}."

@@ -150,6 +150,30 @@ SM90_SHARED_MAX = 232448   # bytes of shared memory one program may opt into on 
 SM90_THREAD_REGISTERS = 255
 
 
+# fp32 values a thread can hold in registers without spilling, besides its pointers, masks and loop state:
+# calibrated on sm_90 compiles of the rows-in-registers kernels (bench/feasibility.py; rmsnorm's `single`: 192
+# values a thread compiled to at most 248 registers and no spill, 256 spilled in every case compiled)
+SM90_HELD_VALUES = 192
+
+
+def per_thread(elements: int, num_warps: int) -> int:
+    """Elements of a block each thread holds: the block spread over num_warps x 32 threads (at least one)."""
+    return max(elements // (num_warps * 32), 1)
+
+
+def next_pow2(n: int) -> int:
+    """triton.next_power_of_2, as the launchers size a whole row's block."""
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
+def register_limit(held: int, what: str) -> str | None:
+    """The reason a kernel holding `held` fp32 values a thread spills (`what` says which), or None."""
+    if held > SM90_HELD_VALUES:
+        return (f"{what}: {held} fp32 values a thread, over the {SM90_HELD_VALUES} that fit in "
+                f"{SM90_THREAD_REGISTERS} registers without spilling")
+    return None
+
+
 def shared_limit(need: Callable[[dict[str, Any]], int]) -> Callable[[dict[str, Any], Any], str | None]:
     """A `limits` model for the GEMM-shaped families: `need(p)` bytes of shared memory at the timed bf16 tiles
     against the 227 KB a program may use (their fp32 cases run one stage deep, FP32_DEPTH, so the timed tiles
@@ -192,13 +216,15 @@ class SearchSpace:
     _bodies: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
     _verdicts: dict[str, str | None] = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    def infeasible(self, params: dict[str, Any]) -> str | None:
-        """Why `params` cannot run at some shape case of the family (`case[dims; dtype]: reason`, the first such
-        case), or None when the feasibility model knows of none."""
-        key = json.dumps(params, sort_keys=True)
+    def infeasible(self, params: dict[str, Any], cases: Sequence[Case] | None = None) -> str | None:
+        """Why `params` cannot run at some shape case (`case[dims; dtype]: reason`, the first such case), or None
+        when the feasibility model knows of none. `cases`: the problem's, where they are not the family's own (a
+        family at a model's shape); by default the space's."""
+        cases = self.cases if cases is None else cases
+        key = json.dumps(params, sort_keys=True) + "|" + "|".join(c.describe() for c in cases)
         if key not in self._verdicts:
             why = None
-            for case in self.cases:
+            for case in cases:
                 reason = self.limits(params, case)
                 if reason:
                     why = f"{case.describe()}: {reason}"
@@ -206,8 +232,8 @@ class SearchSpace:
             self._verdicts[key] = why
         return self._verdicts[key]
 
-    def feasible(self, params: dict[str, Any]) -> bool:
-        return self.infeasible(params) is None
+    def feasible(self, params: dict[str, Any], cases: Sequence[Case] | None = None) -> bool:
+        return self.infeasible(params, cases) is None
 
     def body(self, params: dict[str, Any]) -> str:
         """The kernel `params` render to, without the header: two parameter sets that differ only in knobs their
@@ -240,7 +266,7 @@ class SearchSpace:
         params = {**self.default, **{k: v for k, v in found.items() if k in self.params}}
         return params
 
-    def refusal(self, code: str) -> str | None:
+    def refusal(self, code: str, cases: Sequence[Case] | None = None) -> str | None:
         """Why a kernel of this space cannot run at some case, read back from its code; None when the model knows
         no reason or cannot tell. Only code that is exactly what the space renders for the parameters its header
         names is judged: a header kept on edited code says nothing about the code."""
@@ -256,21 +282,22 @@ class SearchSpace:
             return None
         if rendered.strip() != code.strip():
             return None
-        return self.infeasible(params)
+        return self.infeasible(params, cases)
 
-    def applicable(self, params: dict[str, Any]) -> list[tuple[Move, dict[str, Any]]]:
-        """The moves that change `params`, with where each one lands."""
+    def applicable(self, params: dict[str, Any],
+                   cases: Sequence[Case] | None = None) -> list[tuple[Move, dict[str, Any]]]:
+        """The moves that change `params`, with where each one lands: feasible points only (at `cases`)."""
         out = []
         for move in self.moves:
             if not move.when(params):
                 continue
             new = {**params, **move.changes}
-            if new != params and self.feasible(new):
+            if new != params and self.feasible(new, cases):
                 out.append((move, new))
         return out
 
     def branches(self, params: dict[str, Any], n: int, rng: random.Random, fixed: set[str],
-                 avoid: set[str] = frozenset()) -> list[dict]:
+                 avoid: set[str] = frozenset(), cases: Sequence[Case] | None = None) -> list[dict]:
         """Up to `n` variants of one idea, distinct kernels: the idea as stated first, then tuning knobs it left
         free. A variant whose body is another's, or one in `avoid` (kernels evaluated already), is not made."""
         out = [dict(params)]
@@ -282,7 +309,7 @@ class SearchSpace:
             k = rng.choice(free)
             v = rng.choice(self.params[k])
             cand = {**params, k: v}
-            if not self.feasible(cand):
+            if not self.feasible(cand, cases):
                 continue
             b = self.body(cand)
             if b not in bodies:

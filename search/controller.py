@@ -21,6 +21,7 @@ from sqlmodel import Session
 from kernelsearch.agent.errors import AuthError
 from kernelsearch.agent.providers import make_provider
 from kernelsearch.agent.roles import Coder, FailedKernel, IdeaWriter, SeedView, prompt
+from kernelsearch.evaluators.feasibility import refuse_infeasible
 from kernelsearch.evaluators.problem import load_problem
 from kernelsearch.evaluators.static import kernel_language
 from kernelsearch.sandbox.pool import EvaluatorPool
@@ -147,7 +148,9 @@ class Controller:
             self.emit("evaluating", {"kernel_id": kernel_id})
             return True
 
-        result = await self.pool.evaluate(code, self.problem.ref, may_start=start)
+        # a point the family's space knows cannot run at some case is refused here: no worker, no GPU
+        result = (refuse_infeasible(self.problem, code)
+                  or await self.pool.evaluate(code, self.problem.ref, may_start=start))
         if result is None:   # the wall-time budget ran out while it waited: stored, left queued
             self.emit("not_started", {"kernel_id": kernel_id, "reason": self.stop_reason or "budget_wall_time"})
             return
@@ -310,7 +313,7 @@ class Controller:
         for idea in ideas:   # an idea the parent's lineage already tried is not tried again, nor one twice a round
             key = strategies.idea_key(idea.title, idea.description)
             seen = tried.setdefault(idea.seed_kernel_id, strategies.lineage_ideas(tree, idea.seed_kernel_id))
-            if key in seen:
+            if False:
                 self.emit("repeat_idea", {"round": rnd, "title": idea.title, "parent": idea.seed_kernel_id})
                 continue
             seen.add(key)

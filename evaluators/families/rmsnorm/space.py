@@ -8,7 +8,19 @@ program instead of once per row (8 KB of L2 traffic per row at the timed size). 
 """
 from __future__ import annotations
 
-from kernelsearch.evaluators.space import Move, SearchSpace, evict, fill, num_programs, programs_per_sm
+from kernelsearch.evaluators.families.rmsnorm.spec import CASES
+from kernelsearch.evaluators.problem import Case
+from kernelsearch.evaluators.space import (
+    Move,
+    SearchSpace,
+    evict,
+    fill,
+    next_pow2,
+    num_programs,
+    per_thread,
+    programs_per_sm,
+    register_limit,
+)
 
 _PROLOGUE = '''import torch
 import triton
@@ -191,5 +203,22 @@ def _moves() -> list[Move]:
     return moves
 
 
+def limits(p: dict, case: Case) -> str | None:
+    """Why `p` cannot run at `case` on an H200, or None (space.py's feasibility; calibrated against sm_90 compiles
+    with bench/feasibility.py rmsnorm: its figures in NOTES.md)."""
+    cols = case.params["cols"]
+    if p["variant"] == "single":
+        block = max(next_pow2(cols), 16)
+        if block * p["ROWS"] > 65536:   # the launcher's own refusal (a crash at every call)
+            return f"{p['ROWS']} rows of {cols} (BLOCK {block}) are over the launcher's 65536 elements a program"
+        # x for ROWS rows and the weight's columns, spread over the program's threads
+        held = per_thread(block * p["ROWS"], p["num_warps"]) + per_thread(block, p["num_warps"])
+        return register_limit(held, f"{p['ROWS']} rows of BLOCK {block} on {p['num_warps']} warps")
+    # chunked: the fp32 accumulator, x and the weight of one chunk
+    held = 3 * per_thread(p["BLOCK"], p["num_warps"])
+    return register_limit(held, f"chunks of {p['BLOCK']} on {p['num_warps']} warps")
+
+
 SPACE = SearchSpace(params=PARAMS, default=DEFAULT, template=_template, moves=_moves(),
-                    tuning=["num_warps", "num_stages", "BLOCK", "ROWS", "programs_per_sm"])
+                    tuning=["num_warps", "num_stages", "BLOCK", "ROWS", "programs_per_sm"],
+                    cases=CASES, limits=limits)

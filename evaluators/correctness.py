@@ -52,6 +52,27 @@ def compare(got, want, want_hi, atol: float, rtol: float) -> Comparison:
     return worst
 
 
+def agreement(got, like, want_hi, atol: float, rtol: float) -> torch.Tensor | None:
+    """The values half of `compare`, left on the device: a 0-dim bool tensor, true where every output of `got` agrees
+    with `want_hi` within atol + rtol*|ref| (NaN or Inf only where the reference has the same), read by the caller
+    with one synchronisation for many calls. `like` is an output already judged by `compare` (its types, shapes,
+    dtypes and devices are the ones expected); None where `got` differs from it in any of those, or an output is not a
+    floating tensor: the caller runs `compare` for the reason."""
+    gots, likes, his = flatten(got), flatten(like), flatten(want_hi)
+    if not (len(gots) == len(likes) == len(his)):
+        return None
+    flags = []
+    for g, w, h in zip(gots, likes, his):
+        if (type(g) is not torch.Tensor or not isinstance(w, torch.Tensor) or not isinstance(h, torch.Tensor)
+                or g.shape != w.shape or g.dtype != w.dtype or g.device != w.device or not g.is_floating_point()):
+            return None
+        g32, h32 = g.detach().float(), h.detach().to(device=g.device, dtype=torch.float32)
+        close = torch.isfinite(g32) & torch.isfinite(h32) & ((g32 - h32).abs() <= atol + rtol * h32.abs())
+        same = (g32 == h32) | (torch.isnan(g32) & torch.isnan(h32))   # Inf for Inf, NaN for NaN, where the ref has it
+        flags.append((close | (same & ~torch.isfinite(h32))).all())
+    return torch.stack(flags).all() if flags else torch.ones((), dtype=torch.bool)
+
+
 def _compare_values(g: torch.Tensor, h: torch.Tensor, atol: float, rtol: float) -> Comparison:
     g64 = g.detach().to(torch.float64) if g.is_floating_point() else g.detach().to(torch.float64)
     h64 = h.detach().to(device=g.device, dtype=torch.float64)

@@ -11,7 +11,7 @@ from kernelsearch.evaluators.correctness import Comparison, flatten
 F64_MAX_ELEMENTS = 1 << 26   # above this many input elements the high-precision reference is float32
 
 
-def _to_hi(values: list, dtype: torch.dtype) -> list:
+def to_hi(values: list, dtype: torch.dtype) -> list:
     return [v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in values]
 
 
@@ -51,7 +51,7 @@ def references(ref, inputs: list, hi: torch.dtype | None = None) -> tuple:
         if hi is None:
             n_el = sum(t.numel() for t in inputs if isinstance(t, torch.Tensor))
             hi = torch.float64 if n_el <= F64_MAX_ELEMENTS else torch.float32
-        want_hi = copy.deepcopy(ref).to(hi)(*_to_hi(inputs, hi))
+        want_hi = copy.deepcopy(ref).to(hi)(*to_hi(inputs, hi))
     return want, want_hi
 
 

@@ -99,7 +99,9 @@ def eval_(problem: str = typer.Argument(..., help="a built-in family (softmax) o
           as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
           device: str = typer.Option("auto", help="auto | cpu | cuda"),
           timeout: float = typer.Option(300.0, help="seconds before the worker is killed"),
-          trials: int = typer.Option(2, help="fresh-input trials per shape case")) -> None:
+          trials: int = typer.Option(2, help="fresh-input trials per shape case"),
+          allow_torch: str = typer.Option("", help="torch operations the candidate may call, comma-separated "
+                                          "(matmul,linear; evaluation.allow_torch in a config)")) -> None:
     """Evaluate one candidate file against one problem, in a sandboxed worker."""
     from kernelsearch.evaluators.problem import ProblemError, load_problem
     from kernelsearch.evaluators.settings import EvalSettings
@@ -118,12 +120,17 @@ def eval_(problem: str = typer.Argument(..., help="a built-in family (softmax) o
     except CandidateFailure as err:
         _refused(err, as_json)
     try:
+        settings = EvalSettings(timeout_s=timeout, trials=trials,
+                                allow_torch=[op.strip() for op in allow_torch.split(",") if op.strip()])
+    except ValueError as err:   # pydantic's ValidationError: the first error's message, in one line
+        msg = err.errors()[0]["msg"] if hasattr(err, "errors") else str(err)
+        _fail(f"--allow-torch: {msg.removeprefix('Value error, ')}")
+    try:
         prob = load_problem(problem)
         mode, gpus = detect_mode(device)
     except (ProblemError, RuntimeError) as err:
         _fail(str(err))
-    pool = EvaluatorPool(PoolSettings(mode=mode, gpus=gpus, concurrency=1,
-                                      evaluation=EvalSettings(timeout_s=timeout, trials=trials)))
+    pool = EvaluatorPool(PoolSettings(mode=mode, gpus=gpus, concurrency=1, evaluation=settings))
     try:
         result = asyncio.run(pool.evaluate(source, prob.ref))
     finally:
@@ -136,7 +143,7 @@ def eval_(problem: str = typer.Argument(..., help="a built-in family (softmax) o
         if result.error_text:
             console.print(result.error_text, markup=False)
         for k in ("time_ms", "ref_time_ms", "speedup", "speedup_compile", "gbps", "tflops", "roofline_fraction",
-                  "timing_kind", "device"):
+                  "timing_kind", "device", "torch_ops"):
             v = getattr(result, k)
             if v is not None:
                 console.print(f"{k}: {v:.4g}" if isinstance(v, float) else f"{k}: {v}")

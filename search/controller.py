@@ -313,7 +313,7 @@ class Controller:
         for idea in ideas:   # an idea the parent's lineage already tried is not tried again, nor one twice a round
             key = strategies.idea_key(idea.title, idea.description)
             seen = tried.setdefault(idea.seed_kernel_id, strategies.lineage_ideas(tree, idea.seed_kernel_id))
-            if False:
+            if key in seen:
                 self.emit("repeat_idea", {"round": rnd, "title": idea.title, "parent": idea.seed_kernel_id})
                 continue
             seen.add(key)

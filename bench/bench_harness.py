@@ -37,7 +37,10 @@ def _candidates(family: str, n: int, seed: int = 0) -> list[tuple[str, str]]:
     """(label, source): the starter first, then distinct variants from the family's search space."""
     import importlib
 
+    from kernelsearch.evaluators.problem import load_problem
+
     space = importlib.import_module(f"kernelsearch.evaluators.families.{family}").SPACE
+    cases = load_problem(family).cases
     rng = random.Random(seed)
     params = [dict(space.default)]
     tries = 0
@@ -49,6 +52,10 @@ def _candidates(family: str, n: int, seed: int = 0) -> list[tuple[str, str]]:
                 space.validate(p)
             except Exception as err:  # noqa: BLE001
                 _say(f"  [{family}] variant {p} rejected by SPACE.validate: {err}")
+                continue
+            why = space.refusal(space.render(p), cases)
+            if why is not None:   # the controller refuses it before the pool (evaluators/feasibility.py): no evaluation
+                _say(f"  [{family}] variant {p} not evaluated, infeasible: {why}")
                 continue
             if p not in params and len(params) < n:
                 params.append(p)

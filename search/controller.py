@@ -207,8 +207,10 @@ class Controller:
             code = self.setup.starter.read_text() if self.setup.starter else self.problem.starter_source
             self._add_kernel(s, code, round=0)
 
-    def _add_first_idea(self, s: Session, rnd: int) -> None:
+    def _add_first_idea(self, s: Session, rnd: int, sample: bool = False) -> None:
         again = "" if rnd == 0 else " (again: none of the earlier ones is correct)"
+        if sample and self._any_correct():
+            again = f" ({self.strategy}: independent samples, none built on an earlier kernel)"
         q.add_idea(s, self.run_id, round=rnd, parent_kernel_id=None, title=FIRST_TITLE + again,
                    text="The coder writes first correct kernels from the reference alone; the correct ones seed the "
                         "next round.", meta_json=json.dumps({FIRST: True, "strategy": self.strategy}),
@@ -219,11 +221,11 @@ class Controller:
         with session_scope(self.engine) as s:
             return q.best_evaluation(s, self.run_id) is not None
 
-    def _first_round(self, rnd: int) -> None:
+    def _first_round(self, rnd: int, sample: bool = False) -> None:
         """A round of first kernels from the reference: round 0, a later one while none is correct yet, or every
         round of best_of_n with no starter."""
         with session_scope(self.engine) as s:
-            self._add_first_idea(s, rnd)
+            self._add_first_idea(s, rnd, sample)
         self.emit("first_kernels", {"round": rnd, "n": self.setup.first_kernels})
 
     def _failed_first(self, before_round: int) -> list[FailedKernel]:
@@ -411,7 +413,7 @@ class Controller:
                 self.emit("no_correct", {"round": rnd})   # the coder of this round sees the failures
                 self._first_round(rnd)
             elif plan.first:
-                self._first_round(rnd)
+                self._first_round(rnd, sample=True)
             else:
                 await self._propose(rnd, plan)
             await self._complete_round(rnd)

@@ -1,4 +1,4 @@
-"""The command line: `kernelsearch run | resume | bench | eval` here; the read-only views are in views/."""
+"""The command line: `kernelsearch run | resume | bench | experiment | eval` here; the read-only views are in views/."""
 from __future__ import annotations
 
 import asyncio
@@ -90,6 +90,33 @@ def bench(paths: list[str] = typer.Argument(..., help="a folder of KernelBench-f
         _fail(f"store {db or '?'}: {_sqlite_says(err)}")
     except KeyboardInterrupt:
         print("batch interrupted; rerun the same command to go on where it stopped", file=sys.stderr)
+        raise typer.Exit(130) from None
+
+
+@app.command()
+def experiment(config: Path = typer.Argument(..., help="YAML config: the problem, provider, search and evaluation"),
+               strategies: str = typer.Option("branching,sequential,best_of_n,evolutionary",
+                                              help="comma-separated strategies"),
+               budgets: str = typer.Option("16,32,64", help="comma-separated evaluation budgets"),
+               repeats: int = typer.Option(3, help="runs per strategy and budget (repeat r: search.seed + r)"),
+               nested: bool = typer.Option(False, help="one run per strategy and repeat at the largest budget; "
+                                           "smaller budgets read from its first evaluations"),
+               db: Optional[Path] = typer.Option(None, help="SQLite store (default: the config's `store`)"),
+               name: Optional[str] = typer.Option(None, help="the experiment's name, prefix of its runs' names "
+                                                  "(default: the config's `name`, or its file stem)")) -> None:
+    """Search one problem under each strategy at equal evaluation budgets, repeated, into one store; print best
+    speedup per strategy and budget. Rerun the same command to go on: finished runs are not run again."""
+    from kernelsearch.experiment import ExperimentError, parse_budgets, parse_strategies, run_experiment
+
+    try:
+        run_experiment(config, parse_strategies(strategies), parse_budgets(budgets), repeats, db, name, console,
+                       nested=nested)
+    except ExperimentError as err:
+        _fail(str(err))
+    except DatabaseError as err:
+        _fail(f"store {db or '?'}: {_sqlite_says(err)}")
+    except KeyboardInterrupt:
+        print("experiment interrupted; rerun the same command to go on where it stopped", file=sys.stderr)
         raise typer.Exit(130) from None
 
 

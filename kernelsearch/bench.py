@@ -8,8 +8,9 @@ print time, so a rerun prints the same table; no table of its own is stored.
 from __future__ import annotations
 
 import glob
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
@@ -20,7 +21,7 @@ from sqlmodel import select
 from kernelsearch.config import ConfigError, parse_config
 from kernelsearch.runner import RunError, resume_run, start_run
 from kernelsearch.search.bench import P_VALUES, ProblemScore, fast_p
-from kernelsearch.store import DEFAULT_DB, Run, open_store, session_scope
+from kernelsearch.store import DEFAULT_DB, Evaluation, Run, open_store, session_scope
 from kernelsearch.store.database import StoreError
 from kernelsearch.store.queries import run_stats
 
@@ -42,6 +43,8 @@ class Row:
     evaluations: int = 0
     tokens: int = 0
     cost_usd: float = 0.0
+    allowed: list[str] = field(default_factory=list)   # the run's evaluation.allow_torch
+    torch_ops: Optional[str] = None       # the allowed torch operations the best kernel calls ("" none)
 
 
 def problem_files(paths: list[str], problems: Optional[str] = None) -> list[Path]:
@@ -181,15 +184,70 @@ def table(store: Path, batch: str, files: list[Path]) -> list[Row]:
             with session_scope(engine) as s:
                 run = s.exec(select(Run).where(Run.name == row.run)).first()
                 if run is not None:
-                    st = run_stats(s, run.id)
-                    row.status = f"{run.status} ({run.stop_reason})" if run.stop_reason else run.status
-                    row.correct = st.correct > 0
-                    row.best, row.best_compile = st.best_speedup, st.best_speedup_compile
-                    row.evaluations, row.tokens, row.cost_usd = st.evaluations, st.tokens, st.cost_usd
+                    row = row_of(s, run)
         rows.append(row)
     if engine is not None:
         engine.dispose()
     return rows
+
+
+def row_of(session, run: Run) -> Row:
+    """A run of a batch as its table row (problem: the problem file's stem)."""
+    st = run_stats(session, run.id)
+    row = Row(problem=Path(run.problem).stem, run=run.name,
+              status=f"{run.status} ({run.stop_reason})" if run.stop_reason else run.status)
+    row.correct = st.correct > 0
+    row.best, row.best_compile = st.best_speedup, st.best_speedup_compile
+    row.evaluations, row.tokens, row.cost_usd = st.evaluations, st.tokens, st.cost_usd
+    row.allowed = _allowance(run.config_json)
+    if st.best_kernel_id is not None:
+        row.torch_ops = session.exec(select(Evaluation.torch_ops)
+                                     .where(Evaluation.kernel_id == st.best_kernel_id)).first()
+    return row
+
+
+def batch_runs(session, batch: str) -> list[Run]:
+    """The runs of a batch in a store: bench names each `<batch>-<its problem file's stem>`, so a run belongs to
+    `batch` exactly when its name is that (a batch `kb1` does not take the runs of a batch `kb1-x`). In KernelBench
+    order."""
+    runs = session.exec(select(Run).where(Run.name.startswith(f"{batch}-", autoescape=True))).all()
+    mine = [r for r in runs if r.name == f"{batch}-{Path(r.problem).stem}"]
+    return sorted(mine, key=lambda r: _order(Path(r.problem)))
+
+
+def batch_names(session) -> list[str]:
+    """Every batch in a store (the names of runs made by bench, less their problem's stem)."""
+    out = []
+    for name, problem in session.exec(select(Run.name, Run.problem)).all():
+        stem = f"-{Path(problem).stem}"
+        if problem.endswith(".py") and name.endswith(stem) and len(name) > len(stem):
+            out.append(name[: -len(stem)])
+    return sorted(set(out))
+
+
+def _allowance(config_json: str) -> list[str]:
+    try:
+        ops = json.loads(config_json or "{}").get("evaluation", {}).get("allow_torch") or []
+    except (ValueError, AttributeError):
+        return []
+    return [str(o) for o in ops] if isinstance(ops, list) else []
+
+
+def allowance_line(rows: list[Row]) -> str:
+    """What the batch's kernels were allowed to leave to torch, and what the best ones did: printed beside fast_p,
+    so a score with library calls is never taken for one without."""
+    kinds = {tuple(r.allowed) for r in rows if r.status != "not started"}
+    if not kinds or kinds == {()}:
+        return "allow_torch: none (strict: every kernel does all its work in its own kernels)"
+    if len(kinds) > 1:
+        head = "allow_torch differs between problems: " + "; ".join(
+            f"{r.problem} {', '.join(r.allowed) or 'none'}" for r in rows if r.status != "not started")
+    else:
+        head = f"allow_torch: {', '.join(next(iter(kinds)))}"
+    calls = [r for r in rows if r.correct and r.torch_ops]
+    ops = sorted({op for r in calls for op in r.torch_ops.split(",")})
+    return (f"{head}; the best kernels of {len(calls)} of {len(rows)} problems call torch for part of the work"
+            + (f" ({', '.join(ops)})" if ops else ""))
 
 
 def _x(v: Optional[float]) -> str:
@@ -201,10 +259,12 @@ def print_table(rows: list[Row], console: Console) -> None:
     ws = max(6, *(len(r.status) for r in rows))
     say = lambda line: console.print(line, markup=False, soft_wrap=True)   # noqa: E731 - one table, never wrapped
     say(f"{'problem':<{w}}  {'status':<{ws}} {'correct':<7} {'eager':>8} {'compile':>8} {'evals':>5} {'tokens':>8} "
-        f"{'cost':>9}")
+        f"{'cost':>9}  torch")
     for r in rows:
         say(f"{r.problem:<{w}}  {r.status:<{ws}} {'yes' if r.correct else 'no':<7} {_x(r.best):>8} "
-            f"{_x(r.best_compile):>8} {r.evaluations:>5} {r.tokens:>8} {'$' + format(r.cost_usd, '.4f'):>9}")
+            f"{_x(r.best_compile):>8} {r.evaluations:>5} {r.tokens:>8} {'$' + format(r.cost_usd, '.4f'):>9}  "
+            f"{(r.torch_ops or '-') if r.correct else '-'}")
+    say(allowance_line(rows))
     eager = [ProblemScore(r.correct, r.best) for r in rows]
     say(f"fast_p over eager ({len(rows)} problems): "
         + ", ".join(f"fast_{p:g} {fast_p(eager, p):.3f}" for p in P_VALUES))

@@ -1,4 +1,5 @@
-"""`kernelsearch diff` (two kernels' code) and `kernelsearch compare` (two runs side by side)."""
+"""`kernelsearch diff` (two kernels' code) and `kernelsearch compare` (two runs side by side, or two batches of
+`kernelsearch bench` problem by problem: views/batch.py)."""
 from __future__ import annotations
 
 import difflib
@@ -69,8 +70,20 @@ def compare_cmd(
     run_b: Annotated[str, typer.Argument(metavar="RUN_B")],
     db: DbOpt = DEFAULT_DB,
 ) -> None:
-    """Two runs side by side: best kernel per problem, evaluations, tokens, cost, time."""
+    """Two runs side by side: best kernel per problem, evaluations, tokens, cost, time. Two batches (names given to
+    `kernelsearch bench`): problem by problem, with each batch's fast_p."""
     with read_only_session(db) as s:
+        if not all(q.get_run(s, n) for n in (run_a, run_b)):
+            from kernelsearch.views.batch import batch_rows, compare_batches
+
+            batches = [n for n in (run_a, run_b) if batch_rows(s, n)]
+            if len(batches) == 2:
+                compare_batches(s, (run_a, run_b))
+                return
+            if batches:
+                missing = run_b if batches == [run_a] else run_a
+                fail(f"{batches[0]!r} is a batch, but {missing!r} is no batch in {db}: compare two runs or two "
+                     "batches")
         runs = [find_run(s, n, db) for n in (run_a, run_b)]
         stats = [q.run_stats(s, r.id) for r in runs]
     table = Table(title="compare", title_justify="left", header_style="bold")

@@ -181,5 +181,22 @@ def test_table_prints_fast_p_over_torch_compile_where_measured():
     assert ("fast_p over torch.compile (1 of 3 problems measured; the others count as not faster): fast_1 0.333, "
             "fast_1.5 0.000, fast_2 0.000") in out
     assert out.splitlines()[1].split() == ["1_a", "finished", "(rounds_done)", "yes", "3x", "1.2x", "8", "1000",
-                                           "$0.5000"]
-    assert out.splitlines()[3].split() == ["3_c", "not", "started", "no", "-", "-", "0", "0", "$0.0000"]
+                                           "$0.5000", "-"]
+    assert out.splitlines()[3].split() == ["3_c", "not", "started", "no", "-", "-", "0", "0", "$0.0000", "-"]
+    assert "allow_torch: none (strict: every kernel does all its work in its own kernels)" in out
+
+
+def test_table_reports_the_allowance_and_which_best_kernels_call_torch():
+    """A batch run with `evaluation.allow_torch`: the allowance and the library calls of the best kernels are
+    printed beside fast_p, and a best kernel's calls in its row."""
+    rows = [Row("1_a", "b-1_a", "finished", best=2.0, correct=True, allowed=["matmul", "linear"],
+                torch_ops="linear"),
+            Row("2_b", "b-2_b", "finished", best=1.1, correct=True, allowed=["matmul", "linear"], torch_ops=""),
+            Row("3_c", "b-3_c", "finished", correct=False, allowed=["matmul", "linear"], torch_ops="matmul")]
+    buf = io.StringIO()
+    print_table(rows, Console(file=buf, width=60))
+    lines = buf.getvalue().splitlines()
+    assert lines[1].split()[-1] == "linear" and lines[2].split()[-1] == "-" and lines[3].split()[-1] == "-"
+    assert lines[4] == ("allow_torch: matmul, linear; the best kernels of 1 of 3 problems call torch for part of "
+                        "the work (linear)")
+    assert lines[5].startswith("fast_p over eager (3 problems): fast_0 0.667, fast_1 0.667, fast_1.5 0.333")

@@ -1,12 +1,22 @@
 """Formatting shared by the terminal views and the HTML report: speedups, times, tokens, cost."""
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Optional
 
 from kernelsearch.store import queries as q
 
 CPU_KIND = "cpu-interpreter"
+
+
+def strategy(run) -> str:
+    """The search strategy a run was made with, from its config snapshot (runs made before strategies: branching,
+    the only search there was); "?" for a snapshot that is not JSON."""
+    try:
+        return (json.loads(run.config_json).get("search") or {}).get("strategy") or "branching"
+    except (TypeError, ValueError, AttributeError):
+        return "?"
 
 def x(v: Optional[float]) -> str:
     if v is None:

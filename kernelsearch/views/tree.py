@@ -197,7 +197,7 @@ class _TreeView:
 
 def _run_json(run: Run) -> dict[str, Any]:
     return {"id": run.id, "name": run.name, "problem": run.problem, "status": run.status,
-            "stop_reason": run.stop_reason, "device": run.device,
+            "stop_reason": run.stop_reason, "device": run.device, "strategy": fmt.strategy(run),
             "started_at": run.started_at.isoformat() if run.started_at else None,
             "finished_at": run.finished_at.isoformat() if run.finished_at else None}
 
@@ -242,7 +242,8 @@ def tree_cmd(
     console = stdout_console()
     paint = Paint(console)
     head = [paint(f"run {run.name}", "bold") + f" · problem {run.problem} · {run.status}"
-            + (f" ({run.stop_reason})" if run.stop_reason else "") + (f" · device {run.device}" if run.device else ""),
+            + (f" ({run.stop_reason})" if run.stop_reason else "") + (f" · device {run.device}" if run.device else "")
+            + f" · strategy {fmt.strategy(run)}",
             f"{st.kernels} kernels, {st.ideas} ideas, {st.rounds} rounds · evaluations: "
             f"{fmt.by_status(st.by_status, st.queued)} · best "
             + (f"{fmt.x(st.best_speedup)} (k{st.best_kernel_id})" if st.best_speedup is not None else "—")

@@ -3,7 +3,9 @@
 It answers through the same text contract as an LLM (ideas as JSON, code in a ```python block), so the
 parsing and recording paths are the ones a real provider uses. It reads the structured task from
 `ChatRequest.hints` instead of the prose: the family's search space (evaluators/families/<name>/space.py)
-gives the ideas (moves with their text) and the code (the template rendered at the idea's parameters).
+gives the ideas (moves with their text) and the code (the template rendered at the idea's parameters). A problem
+that is not a family (a KernelBench file) is searched in the space its traced reference matches
+(evaluators/match.py), or refused in one line naming the ops found.
 Deterministic for a given config seed, so a resumed run makes the choices it would have made.
 
 What it reads from the hints, besides the prompt's own task (problem, seeds, idea, branch): `seen_codes`, every
@@ -21,6 +23,7 @@ import random
 
 from kernelsearch.agent.base import ChatReply, ChatRequest
 from kernelsearch.agent.errors import ProviderError
+from kernelsearch.evaluators.match import Unmatched, match_problem
 from kernelsearch.evaluators.problem import load_problem
 from kernelsearch.evaluators.space import HEADER
 
@@ -34,15 +37,20 @@ class OfflineProvider:
 
     def __init__(self, seed: int = 0):
         self.seed = seed
+        self._matched: dict[str, tuple] = {}
 
     def _space(self, problem_ref):
-        """The family's search space and the problem's shape cases: every point proposed is feasible at each."""
-        problem = load_problem(problem_ref)
-        space = getattr(problem.family, "SPACE", None) if problem.family else None
-        if space is None:
-            raise ProviderError(f"the offline provider needs a built-in family with a search space; "
-                                f"{problem.name!r} has none (use an LLM provider for KernelBench files)")
-        return space, problem.cases
+        """The search space and the problem's shape cases: every point proposed is feasible at each. A family's own
+        space; for a problem that is not a family, the one its reference's graph matches (evaluators/match.py: the
+        generated pointwise family, or a family's template around the problem's ModelNew), found once per problem."""
+        key = json.dumps(problem_ref, sort_keys=True)
+        if key not in self._matched:
+            problem = load_problem(problem_ref)
+            try:
+                self._matched[key] = (match_problem(problem).space, problem.cases)
+            except Unmatched as err:
+                raise ProviderError(str(err)) from None
+        return self._matched[key]
 
     async def complete(self, request: ChatRequest) -> ChatReply:
         h = request.hints

@@ -60,22 +60,24 @@ def get_init_inputs():
     assert not (tmp_path / "ks.db").exists()
 
 
-def test_kernelbench_file_needs_an_llm_not_a_starter(tmp_path):
+def test_kernelbench_file_the_offline_provider_cannot_match_is_refused_in_one_line(tmp_path):
     """A KernelBench file with no `starter:` is accepted (round 0 is written from the reference, issue 19); the
-    offline provider, which searches a family's space, is refused in one line, starter or not."""
+    offline provider searches it where its traced reference matches (evaluators/match.py) and refuses one that does
+    not, before any search, in one line naming the ops it found, starter or not."""
     from kernelsearch.config import parse_config
 
-    prob = tmp_path / "19_ReLU.py"
+    prob = tmp_path / "89_cumsum.py"
     prob.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
-                    "        return torch.relu(x)\ndef get_inputs():\n    return [torch.randn(4, 9)]\n"
+                    "        return torch.cumsum(x, dim=1)\ndef get_inputs():\n    return [torch.randn(4, 9)]\n"
                     "def get_init_inputs():\n    return []\n")
     for extra in ({}, {"starter": str(prob)}):
         cfg = tmp_path / "c.yaml"
-        cfg.write_text(yaml.safe_dump({"problem": str(prob), "store": str(tmp_path / "ks.db"), **extra}))
+        cfg.write_text(yaml.safe_dump({"problem": str(prob), "store": str(tmp_path / "ks.db"), "device": "cpu",
+                                       **extra}))
         r = cli("run", str(cfg), cwd=tmp_path, timeout=120)
         assert r.returncode == 2, r.stderr
         line, = r.stderr.strip().splitlines()
-        assert "llm.provider: the offline" in line and "starter" not in line, line
+        assert "llm.provider: offline:" in line and "cumsum" in line and "use an LLM provider" in line, line
     cfg = parse_config({"problem": str(prob), "llm": {"provider": "replay", "replay_file": str(prob)}})
     assert cfg.first_from_reference and cfg.search_setup().first_from_reference
     assert not parse_config({"problem": "softmax"}).first_from_reference
@@ -84,7 +86,7 @@ def test_kernelbench_file_needs_an_llm_not_a_starter(tmp_path):
 
 def test_every_config_error_in_one_line(tmp_path):
     """Several problems in one config are all named at once, in one line: those pydantic finds in the keys'
-    values, and those between keys (a missing file, a provider's missing settings, the offline provider on a file)."""
+    values, and those between keys (a missing file, a provider's missing settings)."""
     prob = tmp_path / "p.py"
     prob.write_text("x = 1\n")
     cfg = tmp_path / "bad.yaml"
@@ -94,7 +96,7 @@ def test_every_config_error_in_one_line(tmp_path):
     r = cli("run", str(cfg), cwd=tmp_path, timeout=120)
     assert r.returncode == 2
     line, = r.stderr.strip().splitlines()
-    for part in ("starter: file not found", "llm.provider: the offline provider", "code: provider "
+    for part in ("starter: file not found", "code: provider "
                  "'openai-compatible' needs llm.model", "code: provider 'openai-compatible' needs llm.base_url"):
         assert part in line, (part, line)
     cfg.write_text(yaml.safe_dump({"problem": "softmax", "serach": {}, "search": {"rounds": "two", "seed": "x"}}))

@@ -1,0 +1,342 @@
+"""What the offline provider can search for a problem that is not a built-in family: its reference's graph, matched.
+
+`match_problem` traces the reference (evaluators/trace.py) and returns a `Match`: its search space and a line that
+says what was found. In order:
+- a graph of elementwise operations gets the generated pointwise family (evaluators/pointwise.py);
+- a graph that is one built-in family's operation at other shapes gets that family's template and search space,
+  with a `ModelNew` of the problem's constructor and forward around the family's public function (softmax along any
+  dim; sum along one dim, keepdim or not; mm and bmm with transposed or flattened operands; layer norm over the
+  trailing dims with its weight and bias; cross-entropy with a mean over the batch; RMS norm as x / sqrt(mean(x^2) +
+  eps) along one dim). The family's default is adjusted to the shape where its own would not fit (a softmax row too
+  wide for registers starts from the online sweep; a layer norm of few, very wide rows from the split kernel);
+- anything else raises `Unmatched`, one line naming the ops found and saying to use an LLM provider.
+"""
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from kernelsearch.evaluators.pointwise import FLOATS, NotPointwise, match_pointwise, pointwise_space
+from kernelsearch.evaluators.problem import Problem, ProblemError
+from kernelsearch.evaluators.space import SearchSpace
+from kernelsearch.evaluators.trace import Traced, TraceError, meta, op_name, schema_args, trace_problem
+
+LLM_HINT = "use an LLM provider (openai, anthropic, openai-compatible)"
+
+
+class Unmatched(Exception):
+    """The offline provider has nothing to search for this problem; the message is one line saying why."""
+
+
+@dataclass
+class Match:
+    kind: str            # "pointwise", or the family whose template is used
+    summary: str         # what was found: "elementwise gelu -> mul on 16x1000 float32", "softmax over dim 1 of ..."
+    space: SearchSpace
+
+
+def match_problem(problem: Problem) -> Match:
+    """The search space the offline provider uses for `problem` (a family's own, or one matched from its graph)."""
+    space = getattr(problem.family, "SPACE", None) if problem.family else None
+    if space is not None:
+        return Match(problem.name, f"the built-in family {problem.name}", space)
+    try:
+        traced = trace_problem(problem)
+    except (TraceError, ProblemError) as err:
+        raise Unmatched(f"the offline provider cannot read {problem.name}'s reference as a graph ({err}); "
+                        f"{LLM_HINT}") from None
+    try:
+        pg = match_pointwise(traced)
+        return Match("pointwise", pg.describe(), pointwise_space(pg, traced))
+    except NotPointwise as err:
+        why = str(err)
+    for matcher in _FAMILY_MATCHERS:
+        found = matcher(traced)
+        if found is not None:
+            return found
+    ops = ", ".join(traced.op_names()) or "no operation"
+    raise Unmatched(f"the offline provider has no kernel family for {problem.name}: its reference computes {ops} "
+                    f"(not elementwise: {why}; not one family's operation); {LLM_HINT}")
+
+
+# -- a family's template around the problem's ModelNew ---------------------------------------------------------------
+
+_ADAPTER = '''
+
+
+import math  # noqa: E402,F401 - what the reference's constructor may use
+import torch.nn as nn  # noqa: E402,F401
+
+
+class ModelNew(torch.nn.Module):
+    # the problem's constructor and forward around the {family} family's kernel ({summary})
+{init}
+
+    def forward(self, {args}):
+{body}
+'''
+
+
+def _self_attr(name: str) -> str:
+    """`ln.weight` -> `self.ln.weight`; `layers.0.weight` -> `self.layers[0].weight`."""
+    out = "self"
+    for part in name.split("."):
+        out += f"[{part}]" if part.isdigit() else f".{part}"
+    return out
+
+
+def adapted_space(family: str, traced: Traced, body: list[str], summary: str, default: dict | None = None,
+                  fits: Callable[[dict], bool] | None = None, space_module: str | None = None) -> SearchSpace:
+    """`family`'s search space whose every kernel ends with a ModelNew of the problem's constructor and forward,
+    whose forward is `body` (lines calling the family's public function). `default` overrides the family's starter
+    where the problem's shape needs another; `fits` drops points that cannot run at the problem's shape."""
+    from kernelsearch.evaluators.pointwise import DEFAULT_INIT
+
+    fam = importlib.import_module(f"kernelsearch.evaluators.families.{space_module or family}.space").SPACE
+    adapter = _ADAPTER.format(family=family, summary=summary, init=traced.init_source or DEFAULT_INIT,
+                              args=", ".join(traced.forward_args) or "*inputs",
+                              body="\n".join("        " + line for line in body))
+
+    def template(p: dict) -> str:
+        code = fam.template(p)
+        return code.replace("class ModelNew(", "class _FamilyModelNew(", 1).rstrip("\n") + adapter
+
+    start = {**fam.default, **(default or {})}
+    # the family's own limits model reads its own cases' dimensions; here the problem's shape decides (`fits`)
+    return SearchSpace(params=fam.params, default=start, template=template, moves=fam.moves, tuning=fam.tuning,
+                       limits=lambda p, case: None if fits is None or fits(p) else f"does not fit {summary}")
+
+
+def _core(traced: Traced, names: set[str]) -> list:
+    """The graph's ops other than getitem and copies; None where one is not in `names`."""
+    ops = [n for n in traced.ops if op_name(n) not in ("getitem", "clone", "alias", "detach")]
+    return ops if all(op_name(n) in names for n in ops) else None
+
+
+def _tensor_input(traced: Traced, node):
+    inp = traced.input_of(node) if isinstance(node, torch.fx.Node) else None
+    return inp if inp is not None and inp.kind == "tensor" and inp.dtype in FLOATS else None
+
+
+def _dim(d: int, ndim: int) -> int:
+    return d % ndim if ndim else 0
+
+
+def _moved(x: str, d: int, ndim: int) -> str:
+    return x if d == ndim - 1 else f"{x}.movedim({d}, -1)"
+
+
+def _softmax(traced: Traced) -> Match | None:
+    ops = _core(traced, {"_softmax"})
+    if not ops or len(ops) != 1 or ops[0] is not _result(traced):
+        return None
+    a = schema_args(ops[0])
+    x = _tensor_input(traced, a["self"])
+    if x is None or not x.shape:
+        return None
+    nd = len(x.shape)
+    d = _dim(a["dim"], nd)
+    cols = x.shape[d]
+    call = f"softmax({_moved(x.name, d, nd)})"
+    body = [f"return {call}" if d == nd - 1 else f"return {call}.movedim(-1, {d})"]
+    summary = f"softmax over dim {d} of {_shape(x)}"
+    block = max(triton_next_pow2(cols), 16)
+    # a row too wide for registers (two rows for the pipelined kernel) starts from the online sweep
+    default = None if block <= 32768 else {"variant": "online", "BLOCK": 4096, "num_warps": 16, "stats": "lane"}
+    fits = (lambda p: not (p["variant"] == "pipelined" and block > 32768)
+            and not (p["variant"] == "single" and block * p["ROWS"] > 65536))
+    return Match("softmax", summary, adapted_space("softmax", traced, body, summary, default, fits))
+
+
+def _sum(traced: Traced) -> Match | None:
+    ops = _core(traced, {"sum"})
+    if not ops or len(ops) != 1 or ops[0] is not _result(traced):
+        return None
+    a = schema_args(ops[0])
+    x = _tensor_input(traced, a["self"])
+    dims = a.get("dim")
+    if x is None or not x.shape or not isinstance(dims, (list, tuple)) or len(dims) != 1 or a.get("dtype"):
+        return None
+    nd = len(x.shape)
+    d = _dim(dims[0], nd)
+    call = f"sum_last_dim({_moved(x.name, d, nd)})"
+    body = [f"return {call}.unsqueeze({d})" if a.get("keepdim") else f"return {call}"]
+    summary = f"sum over dim {d} of {_shape(x)}{' (keepdim)' if a.get('keepdim') else ''}"
+    return Match("reduce", summary, adapted_space("reduce", traced, body, summary))
+
+
+_LAYOUT = {"t", "permute", "transpose", "view", "_unsafe_view", "reshape", "expand"}
+
+
+def _operand(traced: Traced, node) -> tuple[str, object] | None:
+    """A matmul operand as host code: a forward argument, transposed or with its leading dims flattened."""
+    x = _tensor_input(traced, node)
+    if x is not None:
+        return x.name, x
+    if not isinstance(node, torch.fx.Node) or op_name(node) not in _LAYOUT:
+        return None
+    src = _operand(traced, node.args[0])
+    m, s = meta(node), meta(node.args[0])
+    if src is None or m is None or s is None:
+        return None
+    expr, inp = src
+    name = op_name(node)
+    if name in ("t", "permute", "transpose") and m.dim() == 2 and s.dim() == 2 and \
+            tuple(m.shape) == tuple(reversed(s.shape)):
+        return f"{expr}.t()", inp
+    if name in ("transpose", "permute") and m.dim() == 3 and s.dim() == 3 and \
+            tuple(m.shape) == (s.shape[0], s.shape[2], s.shape[1]):
+        return f"{expr}.transpose(1, 2)", inp
+    if name in ("view", "reshape", "_unsafe_view") and m.dim() == 2 and s.dim() > 2 and \
+            m.shape[1] == s.shape[-1] and m.shape[0] == math.prod(s.shape[:-1]):
+        return f"{expr}.reshape(-1, {expr}.shape[-1])", (inp, expr)
+    return None
+
+
+def _matmul(traced: Traced) -> Match | None:
+    ops = _core(traced, {"mm", "bmm"} | _LAYOUT)
+    if not ops:
+        return None
+    cores = [n for n in ops if op_name(n) in ("mm", "bmm")]
+    if len(cores) != 1:
+        return None
+    mm = cores[0]
+    a, b = (_operand(traced, mm.args[i]) for i in (0, 1))
+    if a is None or b is None or isinstance(b[1], tuple):
+        return None
+    out = _result(traced)
+    call = f"matmul({a[0]}, {b[0]})"
+    if op_name(mm) == "bmm":
+        if isinstance(a[1], tuple):
+            return None
+        call = f"_batched({a[0]}, {b[0]})"
+    if out is not mm:   # the product viewed back to the flattened operand's leading dims
+        m, s = meta(out), meta(mm)
+        if not (isinstance(a[1], tuple) and op_name(out) in ("view", "_unsafe_view", "reshape") and out.args[0] is mm
+                and m is not None and s is not None and m.shape[-1] == s.shape[-1]):
+            return None
+        call = f"{call}.reshape(*{a[1][1]}.shape[:-1], -1)"
+    if isinstance(a[1], tuple) and out is mm:
+        return None
+    body = [f"return {call}"]
+    x = a[1][0] if isinstance(a[1], tuple) else a[1]
+    if x.dtype != b[1].dtype:
+        return None
+    summary = f"{op_name(mm)} of {_shape(x)} and {_shape(b[1])}"
+    space = adapted_space("matmul", traced, body, summary)
+    if op_name(mm) == "bmm":
+        space = _with_helper(space, _BATCHED)
+    return Match("matmul", summary, space)
+
+
+_BATCHED = '''
+
+def _batched(a, b):
+    # one product per batch entry, each by the family's matmul kernel into its slice of the output
+    c = torch.empty((a.shape[0], a.shape[1], b.shape[2]), dtype=a.dtype, device=a.device)
+    for i in range(a.shape[0]):
+        c[i].copy_(matmul(a[i], b[i]))
+    return c
+'''
+
+
+def _with_helper(space: SearchSpace, helper: str) -> SearchSpace:
+    inner = space.template
+
+    def template(p: dict) -> str:
+        code = inner(p)
+        at = code.index("\n\nclass ModelNew(")
+        return code[:at] + "\n" + helper.rstrip("\n") + code[at:]
+
+    return SearchSpace(params=space.params, default=space.default, template=template, moves=space.moves,
+                       tuning=space.tuning, limits=space.limits)
+
+
+def _layernorm(traced: Traced) -> Match | None:
+    ops = _core(traced, {"native_layer_norm"})
+    if not ops or len(ops) != 1:
+        return None
+    out = _result(traced)
+    if not (op_name(out) == "getitem" and out.args[0] is ops[0] and out.args[1] == 0):
+        return None
+    a = schema_args(ops[0])
+    x = _tensor_input(traced, a["input"])
+    w, bias = (traced.input_of(a[k]) if isinstance(a.get(k), torch.fx.Node) else None for k in ("weight", "bias"))
+    if x is None or w is None or bias is None or w.kind != "param" or bias.kind != "param":
+        return None
+    n_dims = len(a["normalized_shape"])
+    cols = math.prod(a["normalized_shape"])
+    body = [f"return layer_norm({x.name}, {_self_attr(w.name)}, {_self_attr(bias.name)}, {float(a['eps'])!r}, "
+            f"n_dims={n_dims})"]
+    summary = f"layer norm over the last {n_dims} dims of {_shape(x)}"
+    # few, very wide rows (KernelBench's 16 rows of 4M): the split kernel of layernorm_crfm's starter
+    wide = cols > 65536
+    space = adapted_space("layernorm", traced, body, summary, space_module="layernorm_crfm" if wide else None)
+    return Match("layernorm", summary, space)
+
+
+def _cross_entropy(traced: Traced) -> Match | None:
+    ops = _core(traced, {"_log_softmax", "nll_loss_forward"})
+    if not ops or [op_name(n) for n in ops] != ["_log_softmax", "nll_loss_forward"]:
+        return None
+    lsm, nll = ops
+    out = _result(traced)
+    if not (op_name(out) == "getitem" and out.args[0] is nll and out.args[1] == 0):
+        return None
+    a, b = schema_args(lsm), schema_args(nll)
+    x = _tensor_input(traced, a["self"])
+    t = traced.input_of(b["target"]) if isinstance(b["target"], torch.fx.Node) else None
+    if x is None or t is None or t.kind != "tensor" or len(x.shape) != 2 or _dim(a["dim"], 2) != 1 or \
+            b["self"] is not lsm or b.get("weight") is not None or b.get("reduction") != 1:
+        return None
+    body = [f"return cross_entropy({x.name}, {t.name}, {int(b['ignore_index'])})"]
+    summary = f"cross-entropy (mean) of {_shape(x)} logits"
+    return Match("cross_entropy", summary, adapted_space("cross_entropy", traced, body, summary))
+
+
+def _rmsnorm(traced: Traced) -> Match | None:
+    """x / sqrt(mean(x^2, dim, keepdim) + eps) (or x * rsqrt(...)), along one dim, with no weight."""
+    ops = _core(traced, {"pow", "mul", "mean", "add", "sqrt", "rsqrt", "div"})
+    if not ops or len(ops) != 5:
+        return None
+    names = [op_name(n) for n in ops]
+    if names not in (["pow", "mean", "add", "sqrt", "div"], ["pow", "mean", "add", "rsqrt", "mul"],
+                     ["mul", "mean", "add", "sqrt", "div"], ["mul", "mean", "add", "rsqrt", "mul"]):
+        return None
+    sq, mean, add, root, fin = ops
+    x = _tensor_input(traced, sq.args[0])
+    sa, ma, aa, fa = schema_args(sq), schema_args(mean), schema_args(add), schema_args(fin)
+    square = sa.get("exponent") == 2 if names[0] == "pow" else sa.get("other") is sq.args[0]
+    dims = ma.get("dim")
+    if x is None or not square or ma.get("self") is not sq or not isinstance(dims, (list, tuple)) or \
+            len(dims) != 1 or not ma.get("keepdim") or aa.get("self") is not mean or \
+            isinstance(aa.get("other"), torch.fx.Node) or root.args[0] is not add or \
+            fa.get("self") is not x.node or fa.get("other") is not root or fin is not _result(traced):
+        return None
+    nd = len(x.shape)
+    d = _dim(dims[0], nd)
+    eps = float(aa["other"])
+    call = f"rms_norm({_moved(x.name, d, nd)}, torch.ones({x.name}.shape[{d}], dtype={x.name}.dtype, " \
+           f"device={x.name}.device), {eps!r})"
+    body = [f"return {call}" if d == nd - 1 else f"return {call}.movedim(-1, {d})"]
+    summary = f"RMS norm over dim {d} of {_shape(x)} (no weight)"
+    return Match("rmsnorm", summary, adapted_space("rmsnorm", traced, body, summary))
+
+
+_FAMILY_MATCHERS = (_softmax, _sum, _matmul, _layernorm, _cross_entropy, _rmsnorm)
+
+
+def _result(traced: Traced):
+    return traced.output
+
+
+def _shape(inp) -> str:
+    return "x".join(map(str, inp.shape)) + " " + str(inp.dtype).removeprefix("torch.")
+
+
+def triton_next_pow2(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())

@@ -174,6 +174,7 @@ class RunCurve:
     name: str
     status: str
     stop_reason: Optional[str]
+    problem: str = ""
     ok: list[bool] = field(default_factory=list)                 # per evaluation: correct
     best: list[Optional[float]] = field(default_factory=list)    # per evaluation: best speedup so far
 
@@ -193,7 +194,7 @@ def experiment_runs(session: Session, experiment: str) -> list[RunCurve]:
             continue
         points = q.progress(session, run.id)
         out.append(RunCurve(m.group("strategy"), int(m.group("budget")), int(m.group("repeat")), run.name,
-                            run.status, run.stop_reason, [p.status == "ok" for p in points],
+                            run.status, run.stop_reason, run.problem, [p.status == "ok" for p in points],
                             [p.best_so_far for p in points]))
     return out
 

@@ -22,12 +22,14 @@ from kernelsearch.views.session import DbOpt, find_run, read_only_session, warn_
 
 
 def report_cmd(
-    name: Annotated[str, typer.Argument(help="The run's name, or a batch's (kernelsearch bench).")],
+    name: Annotated[str, typer.Argument(help="The run's name, or a batch's (kernelsearch bench), or an "
+                                             "experiment's (kernelsearch experiment).")],
     db: DbOpt = DEFAULT_DB,
     out: Annotated[Path, typer.Option("-o", "--output", help="The HTML file to write.")] = Path("report.html"),
 ) -> None:
     """One self-contained HTML page (no network needed): collapsible tree, code, results, progress plots,
-    per-round statistics and cost. For a batch: its problems' table and fast_p."""
+    per-round statistics and cost. For a batch: its problems' table and fast_p. For an experiment: its table and
+    best speedup against evaluations per strategy."""
     with read_only_session(db) as s:
         if q.get_run(s, name) is None:
             from kernelsearch.views.batch import batch_rows, build_batch_report
@@ -37,6 +39,14 @@ def report_cmd(
                 out.parent.mkdir(parents=True, exist_ok=True)
                 out.write_text(page, encoding="utf-8")
                 typer.echo(f"wrote {out} (batch {name}, {len(page.encode()) / 1e6:.2f} MB)")
+                return
+            from kernelsearch.views.experiment import build_experiment_report, is_experiment
+
+            if is_experiment(s, name):   # `kernelsearch experiment`'s runs: its table and best-vs-evaluations plot
+                page = build_experiment_report(s, name)
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(page, encoding="utf-8")
+                typer.echo(f"wrote {out} (experiment {name}, {len(page.encode()) / 1e6:.2f} MB)")
                 return
         run = find_run(s, name, db)
         warn_damaged(s, run)

@@ -43,7 +43,12 @@ def run(config: Path = typer.Argument(..., help="YAML config file"),
     cfg = None
     try:
         cfg = load_config(config)
-        start_run(cfg, db or cfg.store, name, console)
+        if cfg.model is not None:   # a whole model: profile, plan, child runs, verify (kernelsearch/model/)
+            from kernelsearch.model.pipeline import start_model_run
+
+            start_model_run(cfg, db or cfg.store, name, console)
+        else:
+            start_run(cfg, db or cfg.store, name, console)
     except (ConfigError, RunError) as err:
         _fail(str(err))
     except DatabaseError as err:   # the store failed under the run (damage found mid-run, a disk error)
@@ -59,10 +64,14 @@ def resume(name: str = typer.Argument(..., help="the run to continue"),
            rounds: Optional[int] = typer.Option(None, help="more rounds (the total)")) -> None:
     """Continue a run: an interrupted one where it stopped (nothing already evaluated is redone or lost), a
     finished one with a larger budget, which is stored in the run's config."""
+    from kernelsearch.model.pipeline import is_model_run, resume_model_run
     from kernelsearch.runner import RunError, resume_run
 
     try:
-        resume_run(name, db, console, evaluations=evaluations, wall_time_s=wall_time, rounds=rounds)
+        if is_model_run(db, name):   # its child runs are resumed or started in turn, then the model is verified
+            resume_model_run(name, db, console)
+        else:
+            resume_run(name, db, console, evaluations=evaluations, wall_time_s=wall_time, rounds=rounds)
     except (ConfigError, RunError) as err:
         _fail(str(err))
     except DatabaseError as err:

@@ -112,3 +112,33 @@ class KernelExport(SQLModel, table=True):
     checksum: str                         # sha256 of the export's SHA256SUMS: every file it wrote, with its digest
     forced: bool = False                  # written with --force for a kernel that never passed correctness
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class ModelRun(SQLModel, table=True):
+    """A whole-model run (kernelsearch/model/): its Run row is the model's (problem `model:<file>`), its problems'
+    searches are child runs. Made on first write like KernelExport: a store older than this table gets it, empty;
+    read-only views check that it exists before they read it."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="run.id", index=True, unique=True)
+    model: str                            # the model file, absolute
+    folder: str                           # the run's folder: generated problems, winning kernels, verify's files
+    stage: str = "started"                # started | planned | searching | verifying | done
+    profile_json: Optional[str] = None    # the grouped profile table, the ceilings, the output's shape
+    plan_json: Optional[str] = None       # the Amdahl plan, printed before any search
+    verify_json: Optional[str] = None     # the whole model with the winners: errors, times, per-problem results
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ModelProblem(SQLModel, table=True):
+    """One problem extracted from a model's profile, and the child run that searched it."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    model_run_id: int = Field(foreign_key="modelrun.id", index=True)
+    key: str                              # unique in the model run: family or operator, sizes, dtype
+    spec: str                             # the child run's problem: (family@shape, or the generated file)
+    part_json: str                        # the extracted part: shapes, share, counts, how verify swaps it in
+    order: int = 0                        # place in the plan (by expected gain)
+    selected: bool = False                # searched, per the plan
+    child_run: Optional[str] = None       # the child run's name
+    child_run_id: Optional[int] = Field(default=None, foreign_key="run.id")

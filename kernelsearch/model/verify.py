@@ -1,0 +1,328 @@
+"""Verify a whole model with its winning kernels swapped in, in a subprocess of its own.
+
+`python -m kernelsearch.model.verify REQUEST OUT`. This process loads candidate code (each child run's best kernel,
+a `ModelNew` file), so it is never the trusted one: the pipeline starts it with the workers' scrubbed environment
+(no API keys) and a timeout, and reads back only its JSON. It is not the judge's full sandbox (no separate user,
+no network namespace): a kernel here has already passed the judge in its child run.
+
+Each winner goes where its operator ran: a module unit (RMSNorm, LayerNorm, nn.Linear, Conv1D) is replaced by a
+module that calls the kernel's ModelNew (weights copied in; a Linear's weight transposed once, its bias added after);
+an operator unit (softmax, a generated operator) is taken over by a TorchFunctionMode that calls the kernel when the
+operator runs in one of the problem's modules with the problem's shapes and dtypes. The model's output on fresh
+inputs is compared with the original's by relative L2 error, at the tolerance of its dtype (verify.tolerance):
+first each kernel alone (one that breaks the model is reported and left out), then all the accepted ones together.
+Then the model is timed three ways, side by side: eager, with the kernels, and torch.compile (where asked); and
+with each kernel alone, for its measured contribution against the predicted one, 1 / ((1 - f) + f / s) with s the
+speedup its child run measured.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from kernelsearch.model.plan import amdahl, amdahl_many
+
+_OPS = {"matmul": "aten::matmul", "__matmul__": "aten::matmul", "bmm": "aten::bmm", "softmax": "aten::softmax",
+        "silu": "aten::silu", "gelu": "aten::gelu", "mul": "aten::mul", "__mul__": "aten::mul",
+        "add": "aten::add", "__add__": "aten::add", "div": "aten::div", "__truediv__": "aten::div"}
+
+
+def _kernel_class(path: str, key: str):
+    from kernelsearch.evaluators.problem import load_source_module
+
+    module = load_source_module(Path(path).read_text(), f"ks_winner_{abs(hash(key))}", filename=path)
+    return module.ModelNew
+
+
+def _family_init(part: dict) -> list:
+    from kernelsearch.evaluators.problem import family_at
+
+    problem = family_at(part["family"], part["params"], part["dtype"])
+    return problem.build_init_inputs(problem.timed_case)
+
+
+class _ModuleSwap:
+    """A module unit's kernel at every path the unit covers."""
+
+    def __init__(self, model, part: dict, cls, device):
+        import torch.nn as nn
+
+        self.model, self.part, self.originals = model, part, {}
+        swap = part["swap"]
+
+        class Kernel(nn.Module):
+            def __init__(self, orig):
+                super().__init__()
+                kind = swap["kind"]
+                self.kind = kind
+                if kind in ("rmsnorm", "layernorm"):
+                    self.k = cls(*_family_init(part))
+                    state = {"weight": orig.weight.detach()}
+                    if kind == "layernorm":
+                        state["bias"] = orig.bias.detach()
+                    self.k.load_state_dict(state, strict=False)
+                    if hasattr(self.k, "eps"):
+                        self.k.eps = swap["eps"]
+                else:
+                    self.k = cls(*_family_init(part))
+                    w = orig.weight.detach()
+                    self.register_buffer("wt", (w.t() if kind == "linear" else w).contiguous())
+                    b = getattr(orig, "bias", None)
+                    self.register_buffer("b", b.detach() if b is not None else None)
+                self.k.to(device)
+
+            def forward(self, x):
+                shape = x.shape
+                x2 = x.reshape(-1, shape[-1]).contiguous()
+                if self.kind in ("rmsnorm", "layernorm"):
+                    return self.k(x2).reshape(shape)
+                y = self.k(x2, self.wt)
+                if self.b is not None:
+                    y = y + self.b
+                return y.reshape(*shape[:-1], y.shape[-1])
+
+        self.kernels = {path: Kernel(model.get_submodule(path)) for path in swap["paths"]}
+
+    def install(self):
+        for path, k in self.kernels.items():
+            parent, _, attr = path.rpartition(".")
+            owner = self.model.get_submodule(parent) if parent else self.model
+            self.originals[path] = getattr(owner, attr)
+            setattr(owner, attr, k)
+
+    def remove(self):
+        for path, orig in self.originals.items():
+            parent, _, attr = path.rpartition(".")
+            setattr(self.model.get_submodule(parent) if parent else self.model, attr, orig)
+        self.originals = {}
+
+
+class _OpSwaps:
+    """Operator units: a TorchFunctionMode that calls a kernel in place of an operator, in the problem's modules
+    and at its shapes and dtypes only; module paths are tracked by forward hooks."""
+
+    def __init__(self, model):
+        from kernelsearch.model.profile import ROOT, norm_path
+
+        self.handlers: dict[str, list] = {}
+        self.stack: list[str] = []
+        self.hooks = []
+        for path, m in model.named_modules():
+            name = norm_path(path) if path else ROOT
+            self.hooks.append(m.register_forward_pre_hook(lambda mod, a, name=name: self.stack.append(name)))
+            self.hooks.append(m.register_forward_hook(self._leave))
+
+    def _leave(self, mod, args, out) -> None:   # returns None: a forward hook's value would replace the output
+        self.stack.pop()
+
+    def add(self, part: dict, cls, device):
+        swap = part["swap"]
+        k = cls(*(_family_init(part) if part["kind"] == "family" else []))
+        k.to(device)
+        if part["kind"] == "family":   # softmax over the last dimension: rows x cols
+            def call(tensors):
+                x = tensors[0]
+                return k(x.reshape(-1, x.shape[-1]).contiguous()).reshape(x.shape)
+        else:
+            def call(tensors):
+                return k(*[t.contiguous() for t in tensors])
+        entry = (set(swap["modules"]), [tuple(s) for s in swap["shapes"]], swap["dtypes"], call)
+        self.handlers.setdefault(swap["op"], []).append(entry)
+        return entry
+
+    def discard(self, op: str, entry) -> None:
+        self.handlers[op] = [e for e in self.handlers.get(op, []) if e is not entry]
+
+    def mode(self):
+        import torch
+        from torch.overrides import TorchFunctionMode
+
+        swaps = self
+
+        class Mode(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                op = _OPS.get(getattr(func, "__name__", ""))
+                if op in swaps.handlers and swaps.stack:
+                    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+                    shapes = [tuple(t.shape) for t in tensors]
+                    dtypes = [str(t.dtype).removeprefix("torch.") for t in tensors]
+                    ok_args = len(tensors) == len(args) or op == "aten::softmax"
+                    if op == "aten::softmax":
+                        dim = args[1] if len(args) > 1 else kwargs.get("dim")
+                        ok_args = tensors and dim in (-1, tensors[0].dim() - 1) and kwargs.get("dtype") is None
+                    elif op == "aten::add":
+                        ok_args = ok_args and kwargs.get("alpha", 1) == 1
+                    for modules, want_shapes, want_dtypes, call in swaps.handlers[op]:
+                        if ok_args and swaps.stack[-1] in modules and shapes == want_shapes \
+                                and dtypes == want_dtypes:
+                            return call(tensors)
+                return func(*args, **kwargs)
+
+        return Mode()
+
+
+def _timed(fn, device: str, iters: int) -> float:
+    """Median ms of `iters` calls after two warm-ups: CUDA events on a GPU, the wall clock on the CPU."""
+    import torch
+
+    for _ in range(2):
+        fn()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        if device == "cuda":
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fn()
+            e.record()
+            torch.cuda.synchronize()
+            times.append(s.elapsed_time(e))
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def rel_error(out, ref) -> float:
+    import torch
+
+    if out.shape != ref.shape:
+        return float("inf")
+    o, r = out.double(), ref.double()
+    if not torch.isfinite(o).all():
+        return float("inf")
+    return float((o - r).norm() / r.norm().clamp_min(1e-30))
+
+
+def run_request(req: dict) -> dict:
+    import contextlib
+
+    import torch
+
+    from kernelsearch.evaluators.problem import describe_exception
+    from kernelsearch.model.profile import first_tensor, load_model, model_inputs
+
+    device = req["device"]
+    model, module = load_model(req["model"], device, 0)   # the profile's weights (seed 0)
+    inputs = model_inputs(module, device, req["seed"])    # fresh inputs
+    tol = req["tolerance"].get(req["output_dtype"], 1e-4)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    ops = _OpSwaps(model)
+
+    def forward(mode_on: bool):
+        ctx = ops.mode() if mode_on else contextlib.nullcontext()
+        ops.stack.clear()
+        with torch.no_grad(), ctx:
+            return first_tensor(model(*inputs))
+
+    ref = forward(False).clone()
+    results, accepted = [], []
+    for w in req["winners"]:
+        part = w["part"]
+        r = {"key": w["key"], "kernel_id": w["kernel_id"], "problem_speedup": w["speedup"], "share": w["share"]}
+        results.append(r)
+        try:
+            cls = _kernel_class(w["kernel_file"], w["key"])
+            if part["swap"]["how"] == "module":
+                swap = _ModuleSwap(model, part, cls, device)
+                swap.install()
+                w["_on"], w["_off"] = swap.install, swap.remove
+                err = rel_error(forward(False), ref)
+                swap.remove()
+            else:
+                entry = ops.add(part, cls, device)
+                op = part["swap"]["op"]
+                w["_on"] = lambda entry=entry, op=op: ops.handlers.setdefault(op, []).append(entry)
+                w["_off"] = lambda entry=entry, op=op: ops.discard(op, entry)
+                err = rel_error(forward(True), ref)
+                ops.discard(op, entry)
+        except Exception as exc:   # noqa: BLE001 - the kernel's failure inside the model is a result
+            r.update(status="error", reason=describe_exception(exc))
+            continue
+        r["rel_error"] = err
+        if err <= tol:
+            r["status"] = "ok"
+            accepted.append(w)
+        else:
+            r.update(status="breaks_model", reason=f"relative error {err:.3g} over the model's tolerance {tol:g}")
+    out: dict = {"device": device, "clock": "cuda-events" if device == "cuda" else "cpu-wall-clock",
+                 "tolerance": tol, "seed": req["seed"], "problems": results, "accepted": [w["key"] for w in accepted]}
+    for w in accepted:
+        w["_on"]()
+    out["rel_error"] = rel_error(forward(True), ref) if accepted else 0.0
+    for w in accepted:
+        w["_off"]()
+    iters = req["iters"]
+    eager = _timed(lambda: forward(False), device, iters)
+    out["eager_ms"] = eager
+    if accepted:
+        for w in accepted:
+            w["_on"]()
+        out["kernels_ms"] = _timed(lambda: forward(True), device, iters)
+        for w in accepted:
+            w["_off"]()
+        for w in accepted:   # each kernel alone: its measured contribution
+            r = next(r for r in results if r["key"] == w["key"])
+            w["_on"]()
+            r["alone_ms"] = _timed(lambda: forward(True), device, iters)
+            w["_off"]()
+            r["measured"] = eager / r["alone_ms"]
+            r["predicted"] = amdahl(r["share"], r["problem_speedup"]) if r["problem_speedup"] else None
+        out["speedup"] = eager / out["kernels_ms"]
+        out["predicted"] = amdahl_many([(r["share"], r["problem_speedup"]) for r in results
+                                        if r.get("status") == "ok" and r["problem_speedup"]])
+    if req["compile"]:
+        try:
+            compiled = torch.compile(model)
+            with torch.no_grad():
+                out["compile_ms"] = _timed(lambda: compiled(*inputs), device, iters)
+        except Exception as exc:   # noqa: BLE001 - torch.compile's failure is reported, not fatal
+            out["compile_error"] = describe_exception(exc)
+    return out
+
+
+def report_lines(result: dict) -> list[str]:
+    if "error" in result:
+        return [f"verify: {result['error']}"]
+    clock = result["clock"] + ("" if result["device"] == "cuda" else " (CPU, Triton interpreter: not GPU timings)")
+    lines = [f"verify ({clock}; output compared by relative L2 error, tolerance {result['tolerance']:g}):"]
+    for r in result["problems"]:
+        if r.get("status") == "ok":
+            meas = f"{r['measured']:.3f}x" if "measured" in r else "-"
+            pred = f"{r['predicted']:.3f}x" if r.get("predicted") else "-"
+            lines.append(f"  {r['key'][:40]:<40} ok  rel.err {r['rel_error']:.2e}  kernel {r['problem_speedup']:.3g}x "
+                         f"alone  model: predicted {pred} measured {meas}")
+        else:
+            lines.append(f"  {r['key'][:40]:<40} LEFT OUT ({r.get('status')}): {r.get('reason')}")
+    lines.append(f"  eager {result['eager_ms']:.3f} ms"
+                 + (f" | with kernels {result['kernels_ms']:.3f} ms ({result['speedup']:.3f}x, predicted "
+                    f"{result['predicted']:.3f}x; whole-model rel.err {result['rel_error']:.2e})"
+                    if "kernels_ms" in result else " | no kernel accepted")
+                 + (f" | torch.compile {result['compile_ms']:.3f} ms" if "compile_ms" in result else "")
+                 + (f" | torch.compile failed: {result['compile_error']}" if "compile_error" in result else ""))
+    if "kernels_ms" in result and "compile_ms" in result:
+        lines.append(f"  with kernels vs torch.compile: {result['compile_ms'] / result['kernels_ms']:.3f}x")
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    req = json.loads(Path(argv[0]).read_text())
+    try:
+        result = run_request(req)
+    except Exception as err:   # noqa: BLE001 - said in one line to the parent
+        from kernelsearch.evaluators.problem import describe_exception
+
+        result = {"error": describe_exception(err)}
+    Path(argv[1]).write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -198,6 +198,11 @@ def main() -> int:
             failures.append(f"{label}: {_brief(r)}")
     _say(f"  {len(results)} evaluations in {wall:.1f} s = {per_min:.1f} per minute; statuses {by_status}")
     _say("  " + _stage_means(results))
+    held = sum(b - a for _, a, b in pool.lease_log)
+    _say(f"  the GPU held exclusively (timing loops, stability checks) {held:.1f} s of the {wall:.1f} s "
+         f"({held / wall:.0%}), {held / max(len(results), 1):.2f} s an evaluation")
+    rows.append(("mean s per evaluation, by stage", _stage_means(results).split(": ", 1)[1], ""))
+    rows.append(("GPU held exclusively / wall", f"{held:.1f} / {wall:.1f} s", ""))
     rows.append((f"evaluations / minute (1 GPU, all stages, concurrency {conc}, fork server {args.fork_server}"
                  f"{', torch.compile timed' if args.compare_compile else ''})", f"{per_min:.1f}", ">= 30"))
     under_load = {fam: _time_of(r) for (label, fam, _), r in zip(items, results) if label.startswith(f"{fam}#0")}

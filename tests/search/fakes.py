@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from types import SimpleNamespace
 
 from kernelsearch.config import parse_config
 from kernelsearch.evaluators.result import EvalResult
@@ -38,6 +39,7 @@ def fake_result(code: str) -> EvalResult:
 
 class FakePool:
     mode = "cpu"
+    s = SimpleNamespace(mode="cpu", gpus=[])   # what runner.py reads of a pool's settings
 
     def __init__(self, kill_after: int | None = None):
         self.kill_after = kill_after

@@ -11,15 +11,21 @@ chosen, with the figures: NOTES.md.
 """
 from __future__ import annotations
 
+from kernelsearch.evaluators.families.cross_entropy.spec import CASES
+from kernelsearch.evaluators.problem import Case
 from kernelsearch.evaluators.space import (
     PIPELINED_ROWS,
+    SM90_SHARED_MAX,
     Move,
     SearchSpace,
     evict,
     fill,
+    next_pow2,
     num_programs,
+    per_thread,
     preset,
     programs_per_sm,
+    register_limit,
     tl_exp,
     tl_log,
 )
@@ -391,5 +397,33 @@ def _moves() -> list[Move]:
     return moves
 
 
+# fp32 arrays of BLOCK a chunk loop keeps live per variant: the chunk and its exps (online, two_sweep), or the
+# chunk with a running max and sum per lane (online_lanes, split)
+_CHUNK_ARRAYS = {"online": 2, "two_sweep": 2, "online_lanes": 3, "split": 3}
+_SIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def limits(p: dict, case: Case) -> str | None:
+    """Why `p` cannot run at `case` on an H200, or None (space.py's feasibility; calibrated against sm_90 compiles
+    with bench/feasibility.py cross_entropy: its figures in NOTES.md)."""
+    size = _SIZE.get(case.dtype, 4)
+    variant, block, warps, stages = p["variant"], p["BLOCK"], p["num_warps"], p["num_stages"]
+    if variant == "pipelined":
+        row = max(next_pow2(case.params["vocab"]), 16)
+        if row * size > 65536:   # the launcher hands these rows to the online sweep at the starter's knobs
+            variant, block, warps = "online", 2048, 4
+        else:   # a row in fp32 and the next one in its own dtype, on the program's threads
+            return register_limit(per_thread(row, warps) * (4 + size) // 4,
+                                  f"a row of {row} and the next on {warps} warps")
+    # tl.range(num_stages=s) keeps s - 1 chunks in flight through shared memory (checked: 4096-wide fp32 chunks at
+    # 4 stages, 49168 B)
+    shared = (stages - 1) * block * size
+    if shared > SM90_SHARED_MAX:
+        return (f"{stages} stages of {block}-wide {case.dtype} chunks: {shared} B of shared memory > "
+                f"{SM90_SHARED_MAX} B (227 KB)")
+    return register_limit(_CHUNK_ARRAYS[variant] * per_thread(block, warps), f"chunks of {block} on {warps} warps")
+
+
 SPACE = SearchSpace(params=PARAMS, default=DEFAULT, template=_template, moves=_moves(),
-                    tuning=["num_warps", "num_stages", "BLOCK", "programs_per_sm", "SPLIT"])
+                    tuning=["num_warps", "num_stages", "BLOCK", "programs_per_sm", "SPLIT"],
+                    cases=CASES, limits=limits)

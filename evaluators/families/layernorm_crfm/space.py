@@ -8,7 +8,8 @@ bias (0.2 ms at 4.2 TB/s): the statistics pass reads x, the apply pass reads it 
 starter's figures, and the `coop` variant's (timed slower): NOTES.md.
 """
 from kernelsearch.evaluators.families.layernorm.space import DEFAULT, make_space
+from kernelsearch.evaluators.families.layernorm_crfm.spec import CASES
 
 SPACE = make_space("crfm", {**DEFAULT, "variant": "split", "BLOCK": 2048, "num_warps": 8, "num_stages": 2,
                             "SPLIT_CHUNK": 16384, "APPLY_ROWS": 16},
-                   variants=["split", "coop", "welford", "two_pass"])
+                   variants=["split", "coop", "welford", "two_pass"], cases=CASES)

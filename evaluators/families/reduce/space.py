@@ -9,6 +9,7 @@ per row leaves most SMs idle. The starter's figures: NOTES.md.
 """
 from __future__ import annotations
 
+from kernelsearch.evaluators.families.reduce.spec import CASES
 from kernelsearch.evaluators.space import Move, SearchSpace, evict, fill
 
 _PROLOGUE = '''import math
@@ -197,4 +198,5 @@ def _moves() -> list[Move]:
 
 
 SPACE = SearchSpace(params=PARAMS, default=DEFAULT, template=_template, moves=_moves(),
-                    tuning=["num_warps", "num_stages", "BLOCK", "ROWS", "SPLIT"])
+                    tuning=["num_warps", "num_stages", "BLOCK", "ROWS", "SPLIT"],
+                    cases=CASES)  # no feasibility model yet: every point is taken as feasible

@@ -11,6 +11,7 @@ was chosen, with the figures: NOTES.md.
 """
 from __future__ import annotations
 
+from kernelsearch.evaluators.families.rotary_embedding.spec import CASES
 from kernelsearch.evaluators.space import Move, SearchSpace, evict, fill
 
 _PROLOGUE = '''import torch
@@ -244,4 +245,5 @@ def _moves() -> list[Move]:
 
 
 SPACE = SearchSpace(params=PARAMS, default=DEFAULT, template=_template, moves=_moves(),
-                    tuning=["BLOCK_S", "num_warps", "HEADS", "num_stages"])
+                    tuning=["BLOCK_S", "num_warps", "HEADS", "num_stages"],
+                    cases=CASES)  # no feasibility model yet: every point is taken as feasible

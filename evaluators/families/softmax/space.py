@@ -7,12 +7,14 @@ reads it three times. How the starter was chosen, with the figures: NOTES.md.
 """
 from __future__ import annotations
 
+from kernelsearch.evaluators.families.softmax.spec import CASES
 from kernelsearch.evaluators.space import (
     PIPELINED_ROWS,
     Move,
     SearchSpace,
     evict,
     fill,
+    next_pow2,
     num_programs,
     programs_per_sm,
     tl_exp,
@@ -382,5 +384,18 @@ def _moves() -> list[Move]:
     return moves
 
 
+def limits(p: dict, case) -> str | None:
+    """Why `p` cannot run at `case` on an H200, or None: the launchers' own refusals (a crash at every call). The
+    registers of the rows-in-registers variants are not modelled here yet (rmsnorm's are: bench/feasibility.py)."""
+    cols = case.params["cols"]
+    block = max(next_pow2(cols), 16)
+    if p["variant"] == "single" and p["ROWS"] > 1 and block * p["ROWS"] > 65536:
+        return f"{p['ROWS']} rows of {cols} (BLOCK {block}) are over the launcher's 65536 elements a program"
+    if p["variant"] == "pipelined" and block > 32768:
+        return f"a row of {cols} and the next one: the pipelined launcher refuses rows past 32768 columns"
+    return None
+
+
 SPACE = SearchSpace(params=PARAMS, default=DEFAULT, template=_template, moves=_moves(),
-                    tuning=["num_warps", "num_stages", "BLOCK", "programs_per_sm", "SPLIT"])
+                    tuning=["num_warps", "num_stages", "BLOCK", "programs_per_sm", "SPLIT"],
+                    cases=CASES, limits=limits)

@@ -11,12 +11,13 @@ import dataclasses
 
 from kernelsearch.evaluators.families.softmax.space import DEFAULT
 from kernelsearch.evaluators.families.softmax.space import SPACE as _SOFTMAX
+from kernelsearch.evaluators.families.softmax_crfm.spec import CASES
 
 # a 65536-wide fp32 row is 256 KB: packing several whole rows into one program's registers is not a kernel
 # (8 rows: 2 MB of registers; the H200 search's branch at ROWS 8 ran past its 60 s timeout compiling), so the
 # moves that pack rows are not offered here, nor the pipelined variant (a row and the next in registers: 512 KB)
 _MOVES = [m for m in _SOFTMAX.moves if m.changes.get("ROWS", 1) == 1 and m.changes.get("variant") != "pipelined"]
-SPACE = dataclasses.replace(_SOFTMAX, moves=_MOVES,
+SPACE = dataclasses.replace(_SOFTMAX, moves=_MOVES, cases=CASES,
                             params={**_SOFTMAX.params,
                                     "variant": [v for v in _SOFTMAX.params["variant"] if v != "pipelined"]},
                             default={**DEFAULT, "variant": "coop", "SPLIT": 2, "BLOCK": 16384, "num_warps": 16,

@@ -228,21 +228,23 @@ def run_request(req: dict) -> dict:
         part = w["part"]
         r = {"key": w["key"], "kernel_id": w["kernel_id"], "problem_speedup": w["speedup"], "share": w["share"]}
         results.append(r)
+        w["_result"] = r
         try:
             cls = _kernel_class(w["kernel_file"], w["key"])
             if part["swap"]["how"] == "module":
                 swap = _ModuleSwap(model, part, cls, device)
-                swap.install()
                 w["_on"], w["_off"] = swap.install, swap.remove
-                err = rel_error(forward(False), ref)
-                swap.remove()
             else:
                 entry = ops.add(part, cls, device)
                 op = part["swap"]["op"]
+                ops.discard(op, entry)
                 w["_on"] = lambda entry=entry, op=op: ops.handlers.setdefault(op, []).append(entry)
                 w["_off"] = lambda entry=entry, op=op: ops.discard(op, entry)
+            w["_on"]()
+            try:
                 err = rel_error(forward(True), ref)
-                ops.discard(op, entry)
+            finally:
+                w["_off"]()
         except Exception as exc:   # noqa: BLE001 - the kernel's failure inside the model is a result
             r.update(status="error", reason=describe_exception(exc))
             continue
@@ -269,7 +271,7 @@ def run_request(req: dict) -> dict:
         for w in accepted:
             w["_off"]()
         for w in accepted:   # each kernel alone: its measured contribution
-            r = next(r for r in results if r["key"] == w["key"])
+            r = w["_result"]
             w["_on"]()
             r["alone_ms"] = _timed(lambda: forward(True), device, iters)
             w["_off"]()

@@ -18,8 +18,8 @@ from kernelsearch.search.controller import Controller
 from kernelsearch.store import Run, open_store, session_scope
 from kernelsearch.store.database import StoreError
 from kernelsearch.store.integrity import damaged_rows, settle_damaged_kernels, summary
-from kernelsearch.store.queries import kernel_count, last_round, usage
-from kernelsearch.store.status import Status
+from kernelsearch.store.queries import kernel_count, last_round
+from kernelsearch.views.live import LiveView
 
 
 class RunError(Exception):
@@ -32,67 +32,20 @@ def pool_for(cfg: Config) -> EvaluatorPool:
                                       evaluation=cfg.evaluation))
 
 
-class Progress:
-    """Prints the round, evaluations done/queued, the best speedup, tokens and cost as the run goes."""
-
-    def __init__(self, console: Console, engine, run_id: int):
-        self.c, self.engine, self.run_id = console, engine, run_id
-        self.done = self.queued = 0
-        self.best: float | None = None
-        self.round = 0
-
-    def __call__(self, kind: str, data: dict) -> None:
-        if kind == "round":
-            self.round = data["round"]
-            self.c.print(f"[bold]round {self.round}[/]: seeds {data['seeds']}")
-        elif kind == "ideas":
-            self.c.print(f"  {data['n']} ideas: " + "; ".join(data["titles"]))
-        elif kind == "evaluating":
-            self.queued += 1
-        elif kind == "evaluated":
-            self.done += 1
-            self.queued -= 1
-            sp = data["speedup"]
-            if data["status"] == Status.ok and sp is not None and (self.best is None or sp > self.best):
-                self.best = sp
-            what = f"{sp:.3g}x" if data["status"] == Status.ok and sp is not None else (data["reason"] or "")[:60]
-            tok, cost = self._usage()
-            best = f"{self.best:.3g}x" if self.best is not None else "-"
-            self.c.print(f"  k{data['kernel_id']:<4} {data['status']:<13} {what}", markup=False)
-            self.c.print(f"        round {self.round} | evals {self.done} done, {self.queued} queued | best {best} | "
-                         f"{tok} tokens ${cost:.4f}", style="dim", markup=False)
-        elif kind == "not_started":
-            self.c.print(f"  k{data['kernel_id']:<4} not started ({data['reason']}): stored, queued",
-                         style="dim", markup=False)
-        elif kind == "llm_error":
-            self.c.print(f"  [yellow]{data['role']} reply unusable:[/] {str(data['error'])[:200]}")
-        elif kind == "first_kernels":
-            self.round = data["round"]
-            self.c.print(f"[bold]round {self.round}[/]: the coder writes {data['n']} first kernels from the reference "
-                         "(no starter; the reference is the baseline, never a candidate)")
-        elif kind == "no_correct":
-            self.c.print(f"[yellow]no first kernel is correct yet[/]: round {data['round']} writes first kernels "
-                         "again, shown the failures")
-        elif kind == "none_correct":
-            self.c.print(f"[yellow]no correct kernel found[/] before the run stopped ({data['reason']})")
-        elif kind == "finished":
-            self.c.print(f"[bold]finished[/]: {data['reason']}")
-
-    def _usage(self) -> tuple[int, float]:
-        with session_scope(self.engine) as s:
-            return usage(s, self.run_id)
-
-
 def check_problem(cfg: Config):
     """Load the problem and run its reference on its own inputs: a file that does not load, or a reference that
     fails, is a RunError of one line. Refuse a problem whose reference output is (near) constant: zeros or a
     constant would pass it."""
     from kernelsearch.evaluators.anticheat import check_problem_variance
-    from kernelsearch.evaluators.problem import ProblemError, describe_exception, load_problem
+    from kernelsearch.evaluators.problem import ProblemError, describe_exception, interpreter_size_error, load_problem
 
     try:
         problem = load_problem(cfg.problem)
-    except ProblemError as err:
+        if detect_mode(cfg.device)[0] == "cpu":   # before the variance check draws its inputs in this process
+            too_large = interpreter_size_error(problem)
+            if too_large:
+                raise RunError(too_large)
+    except (ProblemError, RuntimeError) as err:
         raise RunError(str(err)) from None
     try:
         degenerate, message = check_problem_variance(problem)
@@ -241,9 +194,11 @@ def _extend(s, run: Run, raw: dict, evaluations: int | None, wall_time_s: float 
 
 
 def _drive(cfg: Config, engine, run_id: int, pool: EvaluatorPool, console: Console, name: str) -> str:
-    controller = Controller(cfg.search_setup(), engine, run_id, pool, events=Progress(console, engine, run_id))
+    view = LiveView(console, engine, run_id, cfg.budgets)   # a live panel on a terminal, plain lines otherwise
+    controller = Controller(cfg.search_setup(), engine, run_id, pool, events=view)
     try:
-        return asyncio.run(controller.run())
+        with view:
+            return asyncio.run(controller.run())
     except AuthError as err:
         raise RunError(f"{err} (the run is kept; fix the key, then `kernelsearch resume {name}`)") from None
     except KeyboardInterrupt:

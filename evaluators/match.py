@@ -21,10 +21,12 @@ from typing import Callable
 import torch
 
 from kernelsearch.evaluators.pointwise import FLOATS, NotPointwise, match_pointwise, pointwise_space
-from kernelsearch.evaluators.problem import Problem, ProblemError
+from kernelsearch.evaluators.problem import Case, Problem, ProblemError
 from kernelsearch.evaluators.space import SearchSpace
 from kernelsearch.evaluators.trace import Traced, TraceError, meta, op_name, schema_args, trace_problem
 
+# the limits of a matched space depend on the problem's shape, not on a case: one stands for all where none is given
+ANY_CASE = Case("problem", {}, timed=True)
 LLM_HINT = "use an LLM provider (openai, anthropic, openai-compatible)"
 
 
@@ -108,7 +110,7 @@ def adapted_space(family: str, traced: Traced, body: list[str], summary: str, de
     start = {**fam.default, **(default or {})}
     # the family's own limits model reads its own cases' dimensions; here the problem's shape decides (`fits`)
     return SearchSpace(params=fam.params, default=start, template=template, moves=fam.moves, tuning=fam.tuning,
-                       limits=lambda p, case: None if fits is None or fits(p) else f"does not fit {summary}")
+                       cases=(ANY_CASE,), limits=lambda p, case: None if fits is None or fits(p) else f"does not fit {summary}")
 
 
 def _core(traced: Traced, names: set[str]) -> list:
@@ -253,7 +255,7 @@ def _with_helper(space: SearchSpace, helper: str) -> SearchSpace:
         return code[:at] + "\n" + helper.rstrip("\n") + code[at:]
 
     return SearchSpace(params=space.params, default=space.default, template=template, moves=space.moves,
-                       tuning=space.tuning, limits=space.limits)
+                       tuning=space.tuning, cases=space.cases, limits=space.limits)
 
 
 def _layernorm(traced: Traced) -> Match | None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from kernelsearch.evaluators.problem import Case
 from kernelsearch.evaluators.space import Move, SearchSpace, evict, fill, num_programs
 from kernelsearch.evaluators.trace import Input, Traced, meta, op_name, schema_args
 
@@ -399,4 +400,4 @@ def pointwise_space(pg: PointwiseGraph, traced: Traced) -> SearchSpace:
     """The generated family's offline search space for one elementwise reference."""
     return SearchSpace(params=PARAMS, default=dict(DEFAULT), template=lambda p: render(pg, traced, p),
                        moves=_moves(), tuning=["BLOCK", "num_warps", "ITERS", "programs_per_sm"],
-                       limits=_limits)
+                       cases=(Case("elementwise", {}, timed=True),), limits=_limits)

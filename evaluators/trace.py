@@ -55,7 +55,7 @@ class Traced:
         out: list[str] = []
         for n in self.ops:
             name = op_name(n)
-            if name not in ("getitem",) and name not in out:
+            if name not in ("getitem", "detach", "alias", "clone") and name not in out:
                 out.append(name)
         return out
 

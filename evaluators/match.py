@@ -110,7 +110,8 @@ def adapted_space(family: str, traced: Traced, body: list[str], summary: str, de
     start = {**fam.default, **(default or {})}
     # the family's own limits model reads its own cases' dimensions; here the problem's shape decides (`fits`)
     return SearchSpace(params=fam.params, default=start, template=template, moves=fam.moves, tuning=fam.tuning,
-                       cases=(ANY_CASE,), limits=lambda p, case: None if fits is None or fits(p) else f"does not fit {summary}")
+                       cases=(ANY_CASE,),
+                       limits=lambda p, case: None if fits is None or fits(p) else f"does not fit {summary}")
 
 
 def _core(traced: Traced, names: set[str]) -> list:

@@ -18,6 +18,11 @@ class LaunchCounter:
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
         self.wrapped: dict[type, object] = {}
+        self.compile_only = False   # the runner's `warm`: Triton kernels are compiled, not launched
+
+    class Autotuned(Exception):
+        """An autotuned kernel met in compile-only mode: its configs are chosen by launching them, so the warm-up
+        stops there (its compile happens in the first real call)."""
 
     def install(self) -> None:
         classes = []
@@ -31,13 +36,16 @@ class LaunchCounter:
             classes.append(InterpretedFunction)
         except ImportError:
             pass
-        counts = self.counts
+        counts, counter = self.counts, self
         for cls in classes:
             if cls in self.wrapped or "run" not in cls.__dict__:
                 continue
             original = cls.__dict__["run"]
 
             def run(self, *args, _original=original, **kwargs):
+                if counter.compile_only and not kwargs.get("warmup", False):
+                    kwargs["warmup"] = True
+                    return _original(self, *args, **kwargs)
                 if not kwargs.get("warmup", False):
                     mod = getattr(getattr(self, "fn", None), "__module__", None) or "?"
                     counts[mod] = counts.get(mod, 0) + 1
@@ -46,6 +54,20 @@ class LaunchCounter:
             run.__ks_launch_counter__ = True
             cls.run = run
             self.wrapped[cls] = run
+        try:
+            from triton.runtime.autotuner import Autotuner
+        except ImportError:
+            return
+        if "run" in Autotuner.__dict__ and Autotuner not in self.wrapped:
+            tuned = Autotuner.__dict__["run"]
+
+            def tuned_run(self, *args, _original=tuned, **kwargs):
+                if counter.compile_only:
+                    raise LaunchCounter.Autotuned()
+                return _original(self, *args, **kwargs)
+
+            Autotuner.run = tuned_run
+            self.wrapped[Autotuner] = tuned_run
 
     def launches(self, module_name: str) -> int:
         return self.counts.get(module_name, 0)

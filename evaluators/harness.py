@@ -214,6 +214,8 @@ class Judge:
 
     def correctness(self) -> None:
         cases = self.problem.cases_for(self.mode)
+        if self.mode == "cuda" and self.language == "triton":
+            self._warm(cases)
         for case in cases:
             with self.lease("shared"):
                 self._check_case(case)
@@ -222,6 +224,25 @@ class Judge:
         self._free_cached_memory()
         with self.lease("exclusive" if self.device == "cuda" else "shared"):
             self._stability(cases)
+
+    def _warm(self, cases: list[Case]) -> None:
+        """The candidate's Triton kernels compiled for every case's shapes before any lease is taken (runner `warm`:
+        compiled, not launched). Compiled inside the correctness calls, under a shared lease, the compiles (seconds)
+        held up every timing waiting for the device and, behind it, every other evaluation's checks. The candidate
+        runs no kernel here; its host code runs, as it did when it was loaded, also without a lease. Best effort:
+        the reply is advisory and only its time is kept."""
+        t0 = time.perf_counter()
+        notes = []
+        for case in cases:
+            seed = derive_seed(self.secret, case.name, "warm")
+            self._build(case, seed, "correctness", [(self.cand, "eager")])   # a case's model can differ (its init)
+            self._put(self.cand, 0, self.problem.build_inputs(case, seed, self.device), "correctness")
+            reply, _ = self._ask(self.cand, {"op": "warm", "slot": 0}, "compiling its kernels", "correctness")
+            if not reply.get("warm"):
+                notes.append(f"{case.name}: {str(reply.get('why'))[:80]}")
+                break   # an autotuned kernel or a forward that needs its outputs: the calls compile the rest
+        self.detail["warm"] = {"s": round(time.perf_counter() - t0, 3), "stopped": notes or None}
+        self._add_s("warm", t0)
 
     def _check_case(self, case: Case) -> None:
         atol, rtol = self.problem.tolerance(case.dtype)

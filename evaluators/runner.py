@@ -7,6 +7,8 @@ It serves one judge over one socket (evaluators/wire.py frames), one request at 
   build {init, state, dtype, seed}                   the model, its weights sent by the judge (identical on both sides)
   inputs {slot, values}                              CPU: values as bytes; GPU: {"alloc": spec} -> the runner allocates
                                                      and describes them (IPC), and the judge writes them in place
+  warm {slot}                                        GPU: the forward with Triton kernels compiled, not launched;
+                                                     then a fresh copy of the candidate's module (no state kept)
   call {slot}                                        -> {out, launches, threads, guard, tf32, inputs (CPU)}
   batch {slots, n}                                   n calls rotating over the slots, outputs kept, device synchronized
   describe {}                                        -> the kept outputs (IPC descriptors or bytes)
@@ -107,6 +109,8 @@ class Runner:
         self.graph = None
         self.launches = None
         self.guard = None
+        self.path = ""
+        self.warmed = 0   # warm-ups done: each leaves a fresh copy of the candidate's module
 
     # -- plumbing ---------------------------------------------------------------------------------------------
     def reply(self, header: dict, buffers: list | None = None) -> None:
@@ -147,7 +151,7 @@ class Runner:
             self.module = problem.module
             self.cls = self.module.Model
             return {"ok": True}
-        path = req["path"]
+        path = self.path = req["path"]
         with open(path, "rb") as f:
             raw = f.read(MAX_SOURCE_BYTES + 1)
         if len(raw) > MAX_SOURCE_BYTES:
@@ -233,6 +237,43 @@ class Runner:
         info["segs"] = segs
         self.kept = [out]
         return info, buffers
+
+    def op_warm(self, req: dict) -> dict:
+        """The candidate's forward on a slot with its Triton kernels compiled but not launched (GPU), so that the
+        compiles, seconds each, happen before the judge takes a lease for the correctness calls rather than inside
+        it, where a timing waiting for the device waited on them. Best effort: whatever the forward does with
+        outputs that were never computed may fail, and an autotuned kernel stops it; the first real call compiles
+        what is left. The judge reads nothing from it but its wall time."""
+        from kernelsearch.evaluators.anticheat import LaunchCounter
+        from kernelsearch.evaluators.problem import load_source_module
+
+        if self.launches is None or self.device != "cuda":
+            return {"warm": False, "why": "no Triton on a GPU here"}
+        inputs = self.slots[int(req["slot"])]
+        t0 = time.perf_counter()
+        self.launches.compile_only = True
+        try:
+            with torch.no_grad():
+                self.model(*inputs)
+            why = None
+        except LaunchCounter.Autotuned:
+            why = "autotuned kernel"
+        except BaseException as err:  # noqa: BLE001 - outputs never computed may make the forward fail: expected
+            why = f"{type(err).__name__}"
+        finally:
+            self.launches.compile_only = False
+        self.sync()
+        # A fresh copy of the module, so no state of the warm-up (a table cached from outputs never computed, a flag)
+        # reaches a real call; its kernels compile again from the on-disk cache the warm-up filled (milliseconds).
+        self.model, self.kept, self.graph = None, [], None
+        self.warmed += 1
+        self.module_name = f"ks_candidate_{os.getpid()}_{self.warmed}"
+        try:
+            self.module = load_source_module(self.source, self.module_name, filename=self.path)
+            self.cls = self.module.ModelNew
+        except BaseException as err:  # noqa: BLE001 - it loaded once: a second load that fails is the candidate's
+            raise _Failure("compile", err) from None
+        return {"warm": why is None, "why": why, "wall_s": round(time.perf_counter() - t0, 3)}
 
     def op_graph(self, req: dict) -> dict:
         """Capture one CUDA graph that runs the model on each of the given slots in order (outputs static), so a

@@ -186,7 +186,10 @@ def _steps(cfg: Config, engine, db: Path, run_id: int, name: str, console: Conso
         row.stage = "verifying"
         s.add(row)
         problems = model_problems(s, mr.id)
-        winners = _winners(s, problems, folder)
+        winners, slower = _winners(s, problems, folder, device)
+    for key, sp in slower:
+        _say(console, f"{key}: its best kernel ({sp:.3g}x of eager) is not faster than the operator it would replace: "
+             "not swapped in")
     result = verify_subprocess(cfg, Path(mr.model), device, folder, prof, plan, winners, console)
     with session_scope(engine) as s:
         row = s.get(ModelRun, mr.id)
@@ -245,14 +248,19 @@ def _child(cfg: Config, engine, db: Path, mp: ModelProblem, budget: dict, consol
             s.add(row)
 
 
-def _winners(s, problems: list[ModelProblem], folder: Path) -> list[dict]:
-    """Each searched problem's best correct kernel, written to kernels/<key>.py for the verify subprocess."""
-    out = []
+def _winners(s, problems: list[ModelProblem], folder: Path, device: str) -> tuple[list[dict], list]:
+    """Each searched problem's best correct kernel, written to kernels/<key>.py for the verify subprocess. On a GPU
+    one no faster than eager is not swapped in (returned second, with its speedup); on the CPU every best kernel
+    is, so that the interpreter checks the swap (its timings rank nothing)."""
+    out, slower = [], []
     for mp in problems:
         if not mp.selected or mp.child_run_id is None:
             continue
         best = best_kernels(s, mp.child_run_id, 1)
         if not best:
+            continue
+        if device == "cuda" and (best[0].speedup or 0.0) <= 1.0:
+            slower.append((mp.key, best[0].speedup or 0.0))
             continue
         k = get_kernel(s, best[0].id)
         path = folder / "kernels" / f"{safe_key(mp.key)}.py"
@@ -260,7 +268,7 @@ def _winners(s, problems: list[ModelProblem], folder: Path) -> list[dict]:
         path.write_text(k.code)
         out.append({"key": mp.key, "part": json.loads(mp.part_json), "kernel_file": str(path),
                     "kernel_id": k.id, "speedup": best[0].speedup})
-    return out
+    return out, slower
 
 
 def _model_env() -> dict[str, str]:

@@ -1,0 +1,103 @@
+"""A model run through the CLI on the CPU: profile, plan, child runs (offline provider), verify; killed and resumed."""
+import io
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from kernelsearch.config import load_config
+from kernelsearch.model.pipeline import start_model_run
+from tests.helpers import cli
+
+LLAMA = Path(__file__).resolve().parents[2] / "configs" / "models" / "llama_style.py"
+ENV = {"KERNELSEARCH_MODEL_SIZE": "tiny"}
+
+
+def _config(tmp_path: Path, **plan) -> Path:
+    cfg = tmp_path / "model.yaml"
+    plan_line = ", ".join(f"{k}: {v}" for k, v in {"min_share": 0.0, "min_gain": 0.0, **plan}.items())
+    cfg.write_text(f"model: {LLAMA}\nstore: {tmp_path / 'm.db'}\ndevice: cpu\nllm: {{provider: offline}}\n"
+                   "search: {rounds: 1, ideas_per_round: 1, branches_per_idea: 1, seeds_per_round: 1, concurrency: 2}\n"
+                   "budgets: {evaluations: 4}\n"
+                   "evaluation: {timeout_s: 120, trials: 1, aot_compile: false}\n"
+                   f"plan: {{{plan_line}}}\nverify: {{iters: 1}}\n")
+    return cfg
+
+
+def _rows(db: Path, sql: str) -> list[tuple]:
+    with sqlite3.connect(db) as con:
+        return con.execute(sql).fetchall()
+
+
+def test_a_model_run_whose_plan_searches_nothing_profiles_plans_and_verifies(tmp_path, monkeypatch):
+    """A threshold no problem can pass: the profile and the plan are printed and stored, no child run starts, the
+    model is timed eager in the verify subprocess, and the run is finished."""
+    cfg = _config(tmp_path, min_gain=100)
+    console = Console(file=io.StringIO(), width=200)
+    monkeypatch.setenv("KERNELSEARCH_MODEL_SIZE", "tiny")
+    start_model_run(load_config(cfg), tmp_path / "m.db", "m0", console)
+    out = console.file.getvalue()
+    assert "CPU time (labelled cpu: not GPU timings)" in out and "aten::softmax" in out
+    assert out.index("Amdahl plan") < out.index("verifying")
+    assert "not searched: the problems from here on together could speed the model up by" in out
+    assert "no kernel accepted" in out
+    db = tmp_path / "m.db"
+    assert _rows(db, "SELECT name, status, stop_reason FROM run") == [("m0", "finished", "verified")]
+    (stage, plan, verify), = _rows(db, "SELECT stage, plan_json, verify_json FROM modelrun")
+    assert stage == "done" and json.loads(verify)["eager_ms"] > 0
+    keys = [k for k, in _rows(db, "SELECT key FROM modelproblem ORDER BY \"order\"")]
+    assert keys == [e["key"] for e in json.loads(plan)["entries"]]
+    assert "rmsnorm-32x64-float32" in keys and "softmax-128x16-float32" in keys
+    assert (tmp_path / "m0.model" / "problems" / "matmul-2x4x16x16_2x4x16x16-float32.py").is_file()
+
+
+@pytest.mark.slow
+def test_a_model_run_searches_its_problems_and_verifies_the_model_with_the_winners(tmp_path):
+    cfg = _config(tmp_path, max_problems=2)
+    r = cli("run", str(cfg), "--name", "m1", cwd=tmp_path, env=ENV)
+    assert r.returncode == 0, r.stdout + r.stderr
+    db = tmp_path / "m.db"
+    children = _rows(db, "SELECT child_run, child_run_id FROM modelproblem WHERE selected ORDER BY \"order\"")
+    assert len(children) == 2 and all(cid is not None for _, cid in children)
+    assert {s for _, s in _rows(db, "SELECT name, status FROM run WHERE name != 'm1'")} == {"finished"}
+    verify = json.loads(_rows(db, "SELECT verify_json FROM modelrun")[0][0])
+    assert len(verify["accepted"]) == 2 and verify["rel_error"] <= verify["tolerance"]
+    assert "CPU, Triton interpreter: not GPU timings" in r.stdout
+    r = cli("runs", "--db", str(db), cwd=tmp_path)
+    assert all(name in r.stdout for name, _ in children)
+
+
+@pytest.mark.slow
+def test_a_killed_model_run_resumes_without_redoing_its_plan_or_finished_children(tmp_path):
+    cfg = _config(tmp_path, max_problems=2)
+    db = tmp_path / "m.db"
+    proc = subprocess.Popen([sys.executable, "-m", "kernelsearch", "run", str(cfg), "--name", "mk"], cwd=tmp_path,
+                            env={**os.environ, **ENV}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:   # killed once the first child run has an evaluation
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if db.exists() and _rows(db, "SELECT count(*) FROM evaluation")[0][0] >= 1:
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail("no evaluation within 300 s")
+    finally:
+        proc.kill()
+    proc.communicate(timeout=30)
+    plan = _rows(db, "SELECT plan_json FROM modelrun")[0][0]
+    before = dict(_rows(db, "SELECT k.id, e.status FROM kernel k JOIN evaluation e ON e.kernel_id = k.id"))
+    assert _rows(db, "SELECT status FROM run WHERE name = 'mk'") == [("running",)]
+    r = cli("resume", "mk", "--db", str(db), cwd=tmp_path, env=ENV)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "(the plan as stored when the model run began)" in r.stdout
+    assert _rows(db, "SELECT plan_json FROM modelrun")[0][0] == plan
+    after = dict(_rows(db, "SELECT k.id, e.status FROM kernel k JOIN evaluation e ON e.kernel_id = k.id"))
+    assert all(after[k] == v for k, v in before.items())   # nothing evaluated is redone or lost
+    assert _rows(db, "SELECT status, stop_reason FROM run WHERE name = 'mk'") == [("finished", "verified")]
+    assert len(json.loads(_rows(db, "SELECT verify_json FROM modelrun")[0][0])["accepted"]) == 2

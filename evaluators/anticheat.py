@@ -91,6 +91,30 @@ def _identity(owner, attr):
     return id(obj), obj
 
 
+def _check_outputs(problem, out) -> None:
+    """What a reference returns must be a tensor, or a tuple or list of them (ints, bools and None beside them are
+    compared exactly): a Python float is compared exactly too, so no kernel could match it, and a dict or another
+    object is not compared at all. Anything else is a ProblemError of one line."""
+    from kernelsearch.evaluators.correctness import flatten
+    from kernelsearch.evaluators.problem import ProblemError
+
+    where = f"problem {problem.name}: the reference's forward"
+    if not isinstance(out, (torch.Tensor, tuple, list)):
+        hint = " (drop the .item(): return the 0-dim tensor)" if isinstance(out, (float, int, bool)) else ""
+        raise ProblemError(f"{where} returns {type(out).__name__}, not a tensor or a tuple of tensors: outputs are "
+                           f"compared as tensors{hint}")
+    values = flatten(out)
+    for i, v in enumerate(values):
+        if isinstance(v, torch.Tensor) or v is None or type(v) in (int, bool):
+            continue
+        hint = " (drop the .item(): return the 0-dim tensor)" if isinstance(v, float) else ""
+        raise ProblemError(f"{where} returns a {type(out).__name__} whose item {i} is {type(v).__name__}: "
+                           f"outputs are compared as tensors{hint}")
+    if not any(isinstance(v, torch.Tensor) for v in values):
+        raise ProblemError(f"{where} returns a {type(out).__name__} with no tensor in it: outputs are compared as "
+                           "tensors")
+
+
 def check_problem_variance(problem, n_inputs: int = 4, rel_eps: float = 1e-6) -> tuple[bool, str]:
     """Check 12: (degenerate, message). A problem whose reference output barely changes across inputs lets zeros
     or a constant pass; flag it before searching it."""
@@ -104,6 +128,8 @@ def check_problem_variance(problem, n_inputs: int = 4, rel_eps: float = 1e-6) ->
         inputs = problem.build_inputs(case, 1000 + seed, "cpu")
         with torch.no_grad():
             out = model(*inputs)
+        if seed == 0:
+            _check_outputs(problem, out)
         flat = [t.detach().double().flatten() for t in flatten(out) if isinstance(t, torch.Tensor)]
         outs.append(torch.cat(flat) if flat else torch.zeros(0, dtype=torch.float64))
     stack = torch.stack(outs)

@@ -139,7 +139,7 @@ def eval_(problem: str = typer.Argument(..., help="a built-in family (softmax) o
           allow_torch: str = typer.Option("", help="torch operations the candidate may call, comma-separated "
                                           "(matmul,linear; evaluation.allow_torch in a config)")) -> None:
     """Evaluate one candidate file against one problem, in a sandboxed worker."""
-    from kernelsearch.evaluators.problem import ProblemError, load_problem
+    from kernelsearch.evaluators.problem import ProblemError, interpreter_size_error, load_problem
     from kernelsearch.evaluators.settings import EvalSettings
     from kernelsearch.evaluators.static import check_size
     from kernelsearch.evaluators.status import CandidateFailure
@@ -164,8 +164,11 @@ def eval_(problem: str = typer.Argument(..., help="a built-in family (softmax) o
     try:
         prob = load_problem(problem)
         mode, gpus = detect_mode(device)
+        too_large = interpreter_size_error(prob) if mode == "cpu" else None
     except (ProblemError, RuntimeError) as err:
         _fail(str(err))
+    if too_large:
+        _fail(too_large)
     pool = EvaluatorPool(PoolSettings(mode=mode, gpus=gpus, concurrency=1, evaluation=settings))
     try:
         result = asyncio.run(pool.evaluate(source, prob.ref))

@@ -150,10 +150,21 @@ SM90_SHARED_MAX = 232448   # bytes of shared memory one program may opt into on 
 SM90_THREAD_REGISTERS = 255
 
 
-# fp32 values a thread can hold in registers without spilling, besides its pointers, masks and loop state:
-# calibrated on sm_90 compiles of the rows-in-registers kernels (bench/feasibility.py; rmsnorm's `single`: 192
-# values a thread compiled to at most 248 registers and no spill, 256 spilled in every case compiled)
-SM90_HELD_VALUES = 192
+# fp32 values a thread can hold in registers without spilling: three quarters of what ptxas gives it (255 registers
+# up to 8 warps, 65536 / threads past that: 128 at 16 warps, 64 at 32), the rest being pointers, masks, offsets
+# and loop state. Calibrated on sm_90 compiles (bench/feasibility.py; rmsnorm `single`: 192 values compiled to at
+# most 248 registers and no spill, 256 spilled at every case; 160 at 16 warps and 80 at 32 spilled, 96 and 48 did
+# not)
+
+
+def thread_registers(num_warps: int) -> int:
+    """The registers ptxas lets each thread of a num_warps program use on sm_90 (64K a block, 255 a thread)."""
+    return min(SM90_THREAD_REGISTERS, 65536 // (num_warps * 32))
+
+
+def held_budget(num_warps: int) -> int:
+    """fp32 values a thread holds without spilling: three quarters of its registers, rounded up (192 of 255)."""
+    return -(-thread_registers(num_warps) * 3 // 4)
 
 
 def per_thread(elements: int, num_warps: int) -> int:
@@ -166,11 +177,13 @@ def next_pow2(n: int) -> int:
     return 1 << max(int(n) - 1, 0).bit_length()
 
 
-def register_limit(held: int, what: str) -> str | None:
-    """The reason a kernel holding `held` fp32 values a thread spills (`what` says which), or None."""
-    if held > SM90_HELD_VALUES:
-        return (f"{what}: {held} fp32 values a thread, over the {SM90_HELD_VALUES} that fit in "
-                f"{SM90_THREAD_REGISTERS} registers without spilling")
+def register_limit(held: int, num_warps: int, what: str) -> str | None:
+    """The reason a kernel holding `held` fp32 values a thread on num_warps warps spills (`what` says which), or
+    None."""
+    budget = held_budget(num_warps)
+    if held > budget:
+        return (f"{what}: {held} fp32 values a thread, over the {budget} that fit in its "
+                f"{thread_registers(num_warps)} registers without spilling")
     return None
 
 

@@ -397,9 +397,9 @@ def _moves() -> list[Move]:
     return moves
 
 
-# fp32 arrays of BLOCK a chunk loop keeps live per variant: the chunk and its exps (online, two_sweep), or the
-# chunk with a running max and sum per lane (online_lanes, split)
-_CHUNK_ARRAYS = {"online": 2, "two_sweep": 2, "online_lanes": 3, "split": 3}
+# fp32 arrays of BLOCK a chunk loop keeps live per variant: the chunk alone (online: its exps replace it), the chunk
+# and a running max or sum per lane (two_sweep), or both per lane (online_lanes, split)
+_CHUNK_ARRAYS = {"online": 1, "two_sweep": 2, "online_lanes": 3, "split": 3}
 _SIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
@@ -413,7 +413,7 @@ def limits(p: dict, case: Case) -> str | None:
         if row * size > 65536:   # the launcher hands these rows to the online sweep at the starter's knobs
             variant, block, warps = "online", 2048, 4
         else:   # a row in fp32 and the next one in its own dtype, on the program's threads
-            return register_limit(per_thread(row, warps) * (4 + size) // 4,
+            return register_limit(per_thread(row, warps) * (4 + size) // 4, warps,
                                   f"a row of {row} and the next on {warps} warps")
     # tl.range(num_stages=s) keeps s - 1 chunks in flight through shared memory (checked: 4096-wide fp32 chunks at
     # 4 stages, 49168 B)
@@ -421,7 +421,8 @@ def limits(p: dict, case: Case) -> str | None:
     if shared > SM90_SHARED_MAX:
         return (f"{stages} stages of {block}-wide {case.dtype} chunks: {shared} B of shared memory > "
                 f"{SM90_SHARED_MAX} B (227 KB)")
-    return register_limit(_CHUNK_ARRAYS[variant] * per_thread(block, warps), f"chunks of {block} on {warps} warps")
+    return register_limit(_CHUNK_ARRAYS[variant] * per_thread(block, warps), warps,
+                          f"chunks of {block} on {warps} warps")
 
 
 SPACE = SearchSpace(params=PARAMS, default=DEFAULT, template=_template, moves=_moves(),

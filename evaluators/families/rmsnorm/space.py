@@ -213,10 +213,10 @@ def limits(p: dict, case: Case) -> str | None:
             return f"{p['ROWS']} rows of {cols} (BLOCK {block}) are over the launcher's 65536 elements a program"
         # x for ROWS rows and the weight's columns, spread over the program's threads
         held = per_thread(block * p["ROWS"], p["num_warps"]) + per_thread(block, p["num_warps"])
-        return register_limit(held, f"{p['ROWS']} rows of BLOCK {block} on {p['num_warps']} warps")
+        return register_limit(held, p["num_warps"], f"{p['ROWS']} rows of BLOCK {block} on {p['num_warps']} warps")
     # chunked: the fp32 accumulator, x and the weight of one chunk
     held = 3 * per_thread(p["BLOCK"], p["num_warps"])
-    return register_limit(held, f"chunks of {p['BLOCK']} on {p['num_warps']} warps")
+    return register_limit(held, p["num_warps"], f"chunks of {p['BLOCK']} on {p['num_warps']} warps")
 
 
 SPACE = SearchSpace(params=PARAMS, default=DEFAULT, template=_template, moves=_moves(),

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from importlib import resources
 from string import Template
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from kernelsearch.agent.base import ChatRequest, Message, Provider
 from kernelsearch.agent.cost import call_cost
@@ -74,8 +74,14 @@ def _extras(text: str) -> list[dict]:
 class _Role:
     role = ""
 
-    def __init__(self, provider: Provider, cfg: LLMConfig, prices: Mapping[str, Price], record: Recorder):
+    def __init__(self, provider: Provider, cfg: LLMConfig, prices: Mapping[str, Price], record: Recorder,
+                 allow_torch: Sequence[str] = ()):
         self.provider, self.cfg, self.prices, self.record = provider, cfg, prices, record
+        self.allow_torch = tuple(allow_torch)   # evaluation.allow_torch: said in the contract of the system prompt
+
+    def _system(self) -> Message:
+        allowance = "" if not self.allow_torch else prompt("allow_torch").substitute(ops=", ".join(self.allow_torch))
+        return Message("system", prompt("system").substitute(allowance=allowance))
 
     async def _call(self, messages: list[Message], hints: dict) -> tuple[Any, dict, str | None]:
         """One provider call. Returns (reply or None, the call's row to record, error)."""
@@ -103,7 +109,7 @@ class IdeaWriter(_Role):
     async def propose(self, *, problem: str, reference: str, timed_case: str, device: str, seeds: list[SeedView],
                       tried: list[str], n: int, hints: dict) -> tuple[list[IdeaOut], int | None, str | None]:
         seeds_text = "\n\n".join(f"### Kernel {s.kernel_id}: {s.result}\n\n```python\n{s.code}\n```" for s in seeds)
-        msgs = [Message("system", prompt("system").substitute()),
+        msgs = [self._system(),
                 Message("user", prompt("ideas").substitute(
                     problem=problem, reference=reference, timed_case=timed_case, device=device, seeds=seeds_text,
                     tried="\n".join(f"- {t}" for t in tried) or "(none yet)", n=n))]
@@ -139,7 +145,7 @@ class Coder(_Role):
         if sibling_errors:
             errs = "\nSibling branches of this idea failed; avoid their mistakes:\n" + "\n".join(
                 f"- {e}" for e in sibling_errors[-3:]) + "\n"
-        msgs = [Message("system", prompt("system").substitute()),
+        msgs = [self._system(),
                 Message("user", prompt("code").substitute(
                     problem=problem, reference=reference, timed_case=timed_case, seed_id=seed_id,
                     seed_result=seed_result, seed_code=seed_code, idea_title=idea["title"],
@@ -158,7 +164,7 @@ class Coder(_Role):
                 f"\n### Kernel {f.kernel_id}: {f.status}: {f.reason}\n\n"
                 + (f"```text\n{f.error_text}\n```\n\n" if f.error_text else "")
                 + f"```python\n{f.code}\n```\n" for f in failures))
-        msgs = [Message("system", prompt("system").substitute()),
+        msgs = [self._system(),
                 Message("user", prompt("first").substitute(
                     problem=problem, reference=reference, timed_case=timed_case, branch=branch, branches=branches,
                     failures=text))]

@@ -85,9 +85,13 @@ class Controller:
         self.emit = events or (lambda kind, data: None)
         self.problem = load_problem(setup.problem)   # the trusted reference only; candidates never load here
         seed = setup.search.seed
+        # what the config lets candidates call in torch (evaluation.allow_torch, carried by the pool's settings):
+        # the roles say it in the contract they give the LLM
+        allow = getattr(getattr(getattr(pool, "s", None), "evaluation", None), "allow_torch", None) or ()
         self.idea_writer = IdeaWriter(make_provider(setup.ideas, seed=seed), setup.ideas, setup.prices,
-                                      self._record_call)
-        self.coder = Coder(make_provider(setup.code, seed=seed), setup.code, setup.prices, self._record_call)
+                                      self._record_call, allow_torch=allow)
+        self.coder = Coder(make_provider(setup.code, seed=seed), setup.code, setup.prices, self._record_call,
+                           allow_torch=allow)
         self.stop_reason: str | None = None
         self.strategy = setup.search.strategy
         self._t0 = time.monotonic()

@@ -3,7 +3,8 @@
 Every command opens the store read-only (and, on top, sets SQLite's `query_only` on its connections), so none
 of them can change it. A missing store, an unknown run or an unknown kernel is one line on stderr and exit
 code 2. The queries live in `kernelsearch.store.queries`. Here: one module per command group (runs.py, tree.py,
-show.py, compare.py for diff and compare, tsv.py, report.py for the HTML page), opening the store in
+show.py, compare.py for diff and compare, tsv.py, report.py for the HTML page, batch.py for a bench batch's
+compare and page), opening the store in
 session.py, terminal styles in paint.py, number formatting shared with the report in fmt.py.
 """
 from __future__ import annotations

@@ -9,9 +9,10 @@ that is not a family (a KernelBench file) is searched in the space its traced re
 Deterministic for a given config seed, so a resumed run makes the choices it would have made.
 
 What it reads from the hints, besides the prompt's own task (problem, seeds, idea, branch): `seen_codes`, every
-kernel the run has written (an idea is not proposed again), and `earlier_codes`, the kernels of earlier rounds (a
-branch is not written again). Both are code, as any provider could be given; what they mean in the family's
-search space is worked out here.
+kernel the run has written (an idea is not proposed again), `earlier_codes`, the kernels of earlier rounds (a
+branch is not written again), and each seed's `tried`, the (title, text) of the ideas its lineage has tried (the
+controller drops such an idea, so proposing it would waste the round). The codes are code, as any provider could be
+given; what they mean in the family's search space is worked out here.
 
 No idea and no branch lands on a point the space's feasibility model refuses at some shape case of the problem
 (evaluators/space.py: registers, shared memory, a launcher's refusal on an H200).
@@ -26,6 +27,12 @@ from kernelsearch.agent.errors import ProviderError
 from kernelsearch.evaluators.match import Unmatched, match_problem
 from kernelsearch.evaluators.problem import load_problem
 from kernelsearch.evaluators.space import HEADER
+
+
+def _idea_key(title: str, text: str) -> str:
+    """Two ideas are the same idea when their title and text are, case and spacing aside (as the controller
+    compares them: search/strategies.py idea_key)."""
+    return " ".join(f"{title}\n{text}".split()).lower()
 
 
 def _approx_tokens(text: str) -> int:
@@ -74,10 +81,11 @@ class OfflineProvider:
         for seed in h["seeds"]:
             params = space.params_of(seed["code"])
             seen.add(space.body(params))
+            tried = {_idea_key(t, d) for t, d in seed.get("tried", [])}
             options = []
             for move, new in space.applicable(params, cases):
                 key = space.body(new)
-                if key in seen:
+                if key in seen or _idea_key(move.title, move.description) in tried:
                     continue
                 options.append({"title": move.title, "description": move.description, "seed": seed["kernel_id"],
                                 "params": new, "fixed": sorted(move.changes), "_key": key})

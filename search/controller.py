@@ -37,7 +37,7 @@ FIRST = "first_kernel"            # the meta key that marks an idea as "first ke
 FIRST_TITLE = "First kernels from the reference"
 FAILURES_SHOWN = 3                # earlier failed first kernels shown to the coder of a first-kernel round
 ERROR_CHARS = 1500                # of each one's error text (its end: a traceback's last lines say the most)
-STALL_ROUNDS = 5                  # rounds in a row that store no new kernel: the search stops ("stalled")
+STALL_ROUNDS = 5                  # rounds in a row with no new kernel and no fresh parent: the search stops, "stalled"
 
 def code_hash(code: str) -> str:
     return hashlib.sha256(code.strip().encode()).hexdigest()[:16]
@@ -94,6 +94,7 @@ class Controller:
                            allow_torch=allow)
         self.stop_reason: str | None = None
         self.strategy = setup.search.strategy
+        self._spent: set[int] = set()   # parents of a round that stored no new kernel (search/strategies.py)
         self._t0 = time.monotonic()
         with session_scope(engine) as s:
             self._elapsed_base = q.run_elapsed(s, run_id)
@@ -243,7 +244,7 @@ class Controller:
             return q.tree(s, self.run_id)
 
     def _plan(self, rnd: int) -> strategies.Plan:
-        return strategies.plan(self._tree(), self.setup, rnd)
+        return strategies.plan(self._tree(), self.setup, rnd, frozenset(self._spent))
 
     def _seeds(self, parents: tuple[int, ...]) -> list[SeedView]:
         """The round's parents as the idea writer is shown them: code and measured result (or the failure)."""
@@ -305,7 +306,10 @@ class Controller:
     async def _propose(self, rnd: int, plan: strategies.Plan) -> None:
         seeds = self._seeds(plan.parents)
         hints = self._hints()
-        hints["seeds"] = [{"kernel_id": sd.kernel_id, "code": sd.code} for sd in seeds]
+        tree = self._tree()
+        # each seed with the ideas its lineage tried (title, text), which a provider can be told not to repeat
+        hints["seeds"] = [{"kernel_id": sd.kernel_id, "code": sd.code,
+                           "tried": strategies.lineage_texts(tree, sd.kernel_id)} for sd in seeds]
         hints["round"] = rnd
         self.emit("round", {"round": rnd, "seeds": [sd.kernel_id for sd in seeds], "strategy": self.strategy})
         ideas, call_id, err = await self.idea_writer.propose(
@@ -313,7 +317,6 @@ class Controller:
             device=self._device_label(), seeds=seeds, tried=self._tried(), n=plan.ideas, hints=hints)
         if err:
             self.emit("llm_error", {"role": "ideas", "error": err})
-        tree = self._tree()
         tried = {p: strategies.lineage_ideas(tree, p) for p in plan.parents}
         kept = []
         for idea in ideas:   # an idea the parent's lineage already tried is not tried again, nor one twice a round
@@ -399,7 +402,7 @@ class Controller:
             if rnd == 0:
                 self.emit("first_kernels", {"round": 0, "n": self.setup.first_kernels})
             await self._complete_round(rnd)   # round 0's first kernels; or the round a resumed run was killed in
-        idle = 0   # rounds in a row that stored no kernel (every idea a repeat, every branch a duplicate, no reply)
+        idle = 0   # rounds in a row that stored no kernel from parents all spent already (search/strategies.py)
         while True:
             reason = self._check_budgets()
             if reason:
@@ -421,7 +424,12 @@ class Controller:
             else:
                 await self._propose(rnd, plan)
             await self._complete_round(rnd)
-            idle = idle + 1 if self._kernel_count() == before else 0
+            if self._kernel_count() == before:   # parents with nothing new are spent; with none fresh left, stuck
+                idle += 0 if set(plan.parents) - self._spent else 1
+                self._spent.update(plan.parents)
+                self.emit("spent", {"round": rnd, "kernels": sorted(plan.parents)})
+            else:
+                idle = 0
         self.stop_reason = reason
         if not self._any_correct():
             self.emit("none_correct", {"reason": reason})

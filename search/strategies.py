@@ -20,7 +20,10 @@ the round number (and the config's seed, for the evolutionary one's sampling).
   (fewer children so far, and not a parent, child or sibling of a parent already drawn this round), from a
   random generator seeded by the config's seed and the round; one idea per parent, one branch each.
 
-Whatever the strategy, a problem with no starter writes first kernels from the reference until one is correct.
+Whatever the strategy, a problem with no starter writes first kernels from the reference until one is correct. A
+kernel is `spent` once a round with it as a parent stored no new kernel (the idea writer had nothing new for it, or
+every branch was a duplicate): the strategies choose among the others, so a search whose best kernels are worked
+out goes on from the next ones instead of asking about them again (the controller keeps this set while it runs).
 """
 from __future__ import annotations
 
@@ -47,9 +50,9 @@ class Plan:
     first: bool = False
 
 
-def _correct(tree: RunTree) -> list[Scored]:
+def _correct(tree: RunTree, spent: frozenset[int] = frozenset()) -> list[Scored]:
     return [Scored(k.id, k.idea_id, k.speedup) for k in tree.kernels.values()
-            if k.status == "ok" and k.speedup is not None]
+            if k.status == "ok" and k.speedup is not None and k.id not in spent]
 
 
 def _root(tree: RunTree) -> list[int]:
@@ -57,19 +60,19 @@ def _root(tree: RunTree) -> list[int]:
     return [min(tree.kernels)] if tree.kernels else []
 
 
-def branching(tree: RunTree, setup: SearchSetup, rnd: int) -> Plan:
+def branching(tree: RunTree, setup: SearchSetup, rnd: int, spent: frozenset[int] = frozenset()) -> Plan:
     s = setup.search
-    chosen = [c.kernel_id for c in pick_seeds(_correct(tree), s.seeds_per_round)]
+    chosen = [c.kernel_id for c in pick_seeds(_correct(tree, spent), s.seeds_per_round)]
     return Plan(tuple(chosen or _root(tree)), s.ideas_per_round, s.branches_per_idea)
 
 
-def current_kernel(tree: RunTree) -> int | None:
+def current_kernel(tree: RunTree, spent: frozenset[int] = frozenset()) -> int | None:
     """Sequential's current kernel: in the order results arrived, each correct kernel strictly faster than the
-    current one is kept; the others are dropped (the next step revises the current one again). With nothing
-    correct, the starter."""
+    current one is kept; the others are dropped (the next step revises the current one again). Spent kernels are
+    passed over (the next best is revised). With nothing correct, the starter."""
     cur, speed = None, None
     for k in sorted((k for k in tree.kernels.values() if k.eval_id is not None), key=lambda k: k.eval_id):
-        if k.status == "ok" and k.speedup is not None and (speed is None or k.speedup > speed):
+        if k.status == "ok" and k.speedup is not None and k.id not in spent and (speed is None or k.speedup > speed):
             cur, speed = k.id, k.speedup
     if cur is None:
         root = _root(tree)
@@ -77,16 +80,16 @@ def current_kernel(tree: RunTree) -> int | None:
     return cur
 
 
-def sequential(tree: RunTree, setup: SearchSetup, rnd: int) -> Plan:
-    cur = current_kernel(tree)
+def sequential(tree: RunTree, setup: SearchSetup, rnd: int, spent: frozenset[int] = frozenset()) -> Plan:
+    cur = current_kernel(tree, spent)
     return Plan((cur,) if cur is not None else (), 1, 1)
 
 
-def best_of_n(tree: RunTree, setup: SearchSetup, rnd: int) -> Plan:
+def best_of_n(tree: RunTree, setup: SearchSetup, rnd: int, spent: frozenset[int] = frozenset()) -> Plan:
     s = setup.search
     if setup.first_from_reference:
         return Plan((), 1, setup.first_kernels, first=True)
-    return Plan(tuple(_root(tree)), s.ideas_per_round, s.branches_per_idea)
+    return Plan(tuple(_root(tree)), s.ideas_per_round, s.branches_per_idea)   # spent too: then the run stalls
 
 
 def _related(tree: RunTree, a: int, b: int) -> bool:
@@ -95,9 +98,9 @@ def _related(tree: RunTree, a: int, b: int) -> bool:
     return pa == b or pb == a or (pa is not None and pa == pb)
 
 
-def evolutionary(tree: RunTree, setup: SearchSetup, rnd: int) -> Plan:
+def evolutionary(tree: RunTree, setup: SearchSetup, rnd: int, spent: frozenset[int] = frozenset()) -> Plan:
     s = setup.search
-    pop = _correct(tree)
+    pop = _correct(tree, spent)
     if not pop:
         return Plan(tuple(_root(tree)), 1, 1)
     best = max(p.speedup for p in pop)
@@ -119,9 +122,9 @@ PLANNERS = {"branching": branching, "sequential": sequential, "best_of_n": best_
 assert tuple(PLANNERS) == STRATEGIES
 
 
-def plan(tree: RunTree, setup: SearchSetup, rnd: int) -> Plan:
+def plan(tree: RunTree, setup: SearchSetup, rnd: int, spent: frozenset[int] = frozenset()) -> Plan:
     """The round's plan under the run's strategy."""
-    return PLANNERS[setup.search.strategy](tree, setup, rnd)
+    return PLANNERS[setup.search.strategy](tree, setup, rnd, spent)
 
 
 # -- idea quality ----------------------------------------------------------------------------------------------------
@@ -130,10 +133,15 @@ def idea_key(title: str, text: str) -> str:
     return re.sub(r"\s+", " ", f"{title}\n{text}").strip().lower()
 
 
-def lineage_ideas(tree: RunTree, parent: int | None) -> set[str]:
-    """The keys of every idea already tried on `parent` or on one of its ancestors: proposing one of them again
-    under `parent` would redo what its lineage has done."""
+def lineage_texts(tree: RunTree, parent: int | None) -> list[tuple[str, str]]:
+    """(title, text) of every idea already tried on `parent` or on one of its ancestors, oldest first: proposing
+    one of them again under `parent` would redo what its lineage has done."""
     if parent is None or parent not in tree.kernels:
-        return set()
+        return []
     on = set(tree.path_to(parent))
-    return {idea_key(i.title, i.text) for i in tree.ideas.values() if i.parent_kernel_id in on}
+    return [(i.title, i.text) for i in tree.ideas.values() if i.parent_kernel_id in on]
+
+
+def lineage_ideas(tree: RunTree, parent: int | None) -> set[str]:
+    """The keys (`idea_key`) of the ideas `lineage_texts` lists."""
+    return {idea_key(t, x) for t, x in lineage_texts(tree, parent)}

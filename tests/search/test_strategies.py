@@ -36,7 +36,16 @@ def _eval_order(t):
     return sorted((k for k in t.kernels.values() if k.eval_id is not None), key=lambda k: k.eval_id)
 
 
-def check_shape(t, cfg, strategy):
+def spent_by_round(events) -> dict[int, set[int]]:
+    """The kernels the controller marked spent (a round on them stored nothing new), by the round that did."""
+    out: dict[int, set[int]] = {}
+    for kind, data in events:
+        if kind == "spent":
+            out.setdefault(data["round"], set()).update(data["kernels"])
+    return out
+
+
+def check_shape(t, cfg, strategy, spent: dict[int, set[int]]):
     """The tree a strategy must make, whatever the provider: what every round's ideas hang under and how many."""
     s = cfg.search
     root = min(t.kernels)
@@ -45,8 +54,9 @@ def check_shape(t, cfg, strategy):
     for rnd in rounds:
         ideas = [i for i in t.ideas.values() if i.round == rnd]
         parents = [i.parent_kernel_id for i in ideas]
+        gone = set().union(*(v for r, v in spent.items() if r < rnd))
         before = [k for k in _eval_order(t) if k.round < rnd]
-        ok_before = [k for k in before if k.status == "ok"]
+        ok_before = [k for k in before if k.status == "ok" and k.id not in gone]
         for i in ideas:
             assert len(t.branches_of.get(i.id, [])) <= i.branches_wanted
         if strategy == "branching":
@@ -57,8 +67,8 @@ def check_shape(t, cfg, strategy):
         elif strategy == "sequential":
             assert len(ideas) == 1 and ideas[0].branches_wanted == 1
             cur, speed = root, None   # keep if faster, else revert to the best
-            for k in before:
-                if k.status == "ok" and (speed is None or k.speedup > speed):
+            for k in ok_before:
+                if speed is None or k.speedup > speed:
                     cur, speed = k.id, k.speedup
             assert parents == [cur], (rnd, parents, cur)
         elif strategy == "best_of_n":
@@ -88,11 +98,12 @@ def check_no_repeats(t):
 def test_offline_tree_shape_budget_and_no_repeats(tmp_path, strategy):
     cfg = config(tmp_path, search={"strategy": strategy}, budgets={"evaluations": 12})
     engine, rid = new_run(tmp_path / "ks.db", "r", cfg)
-    drive(cfg, engine, rid, FakePool())
+    events = []
+    drive(cfg, engine, rid, FakePool(), events)
     t, run = _tree(engine, rid)
     assert run.stop_reason == "budget_evaluations"
     assert len(t.kernels) == 12 and all(k.status is not None for k in t.kernels.values())   # exactly the budget
-    check_shape(t, cfg, strategy)
+    check_shape(t, cfg, strategy, spent_by_round(events))
     check_no_repeats(t)
     # a fixed seed fixes the tree: the same search again makes the same kernels under the same ideas
     engine2, rid2 = new_run(tmp_path / "again.db", "r", cfg)
@@ -136,10 +147,11 @@ def test_replay_tree_shape_and_exact_budget(tmp_path, strategy):
     cfg = config(tmp_path, llm={"provider": "replay", "replay_file": str(replay)}, search={"strategy": strategy},
                  budgets={"evaluations": 7})
     engine, rid = new_run(tmp_path / "ks.db", "r", cfg)
-    drive(cfg, engine, rid, FakePool())
+    events = []
+    drive(cfg, engine, rid, FakePool(), events)
     t, run = _tree(engine, rid)
     assert run.stop_reason == "budget_evaluations" and len(t.kernels) == 7
-    check_shape(t, cfg, strategy)
+    check_shape(t, cfg, strategy, spent_by_round(events))
     check_no_repeats(t)
 
 

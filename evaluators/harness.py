@@ -38,6 +38,7 @@ from kernelsearch.evaluators.static import check_source
 from kernelsearch.evaluators.status import CandidateFailure, Status
 
 FLOOR_SLACK = 0.95             # a time below 95 % of the I/O floor is impossible
+STABILITY_SHARED_BYTES = 1 << 30   # a case's inputs up to this size are checked for stability beside other checks
 
 
 def _same(a: list, b: list) -> bool:
@@ -79,6 +80,7 @@ class Judge:
         self.spawn, self.lease = spawn, lease
         self.candidate_path = candidate_path
         self.candidate_user = candidate_user   # {"uid", "home"} of the candidate's runner, where it has its own user
+        self._case_bytes: dict[str, int] = {}   # a case's input bytes, as drawn by the correctness stage
         self.detail: dict = {"cases": []}
         self.cand: RunnerClient | None = None
         self.ceilings: dict | None = None
@@ -222,8 +224,19 @@ class Judge:
         with self.lease("shared"):
             self._repeat_check(cases[-1])
         self._free_cached_memory()
-        with self.lease("exclusive" if self.device == "cuda" else "shared"):
+        t0 = time.perf_counter()
+        with self.lease(self._stability_lease(cases[-1])):
             self._stability(cases)
+        self._add_s("stability", t0)
+
+    def _stability_lease(self, case: Case) -> str:
+        """The stability checks' float64 references take several times a case's bytes: alone on the device when the
+        case is large (STABILITY_SHARED_BYTES), beside other evaluations' checks otherwise (an exclusive hold is
+        time no other evaluation's check or timing runs: 1.7 s an evaluation of the H200's 2.7 at concurrency 6)."""
+        if self.device != "cuda":
+            return "shared"
+        size = self._case_bytes.get(case.name)
+        return "shared" if size is not None and size <= STABILITY_SHARED_BYTES else "exclusive"
 
     def _warm(self, cases: list[Case]) -> None:
         """The candidate's Triton kernels compiled for every case's shapes before any lease is taken (runner `warm`:
@@ -272,6 +285,7 @@ class Judge:
         seed = derive_seed(self.secret, case.name, "repeat")
         ref = self._build(case, seed, "correctness", [(self.cand, "eager")])
         sets = [self.problem.build_inputs(case, derive_seed(seed, i), self.device) for i in range(2)]
+        self._case_bytes[case.name] = sum(t.numel() * t.element_size() for t in sets[0] if isinstance(t, torch.Tensor))
         outs = []
         for i, inputs in enumerate(sets):
             views = self._put(self.cand, 0, inputs, "correctness")

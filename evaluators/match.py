@@ -9,6 +9,8 @@ says what was found. In order:
   trailing dims with its weight and bias; cross-entropy with a mean over the batch; RMS norm as x / sqrt(mean(x^2) +
   eps) along one dim). The family's default is adjusted to the shape where its own would not fit (a softmax row too
   wide for registers starts from the online sweep; a layer norm of few, very wide rows from the split kernel);
+- a linear layer (or a product with a parameter) followed by elementwise ops (level 2's Gemm_X_Y) gets the matmul
+  family's template and space for the GEMM and one generated elementwise kernel for the bias and the epilogue;
 - anything else raises `Unmatched`, one line naming the ops found and saying to use an LLM provider.
 """
 from __future__ import annotations
@@ -20,7 +22,15 @@ from typing import Callable
 
 import torch
 
-from kernelsearch.evaluators.pointwise import FLOATS, NotPointwise, match_pointwise, pointwise_space
+from kernelsearch.evaluators.pointwise import DEFAULT as POINTWISE_DEFAULT
+from kernelsearch.evaluators.pointwise import (
+    FLOATS,
+    NotPointwise,
+    match_pointwise,
+    pointwise_space,
+    render_kernel,
+    self_attr,
+)
 from kernelsearch.evaluators.problem import Case, Problem, ProblemError
 from kernelsearch.evaluators.space import SearchSpace
 from kernelsearch.evaluators.trace import Traced, TraceError, meta, op_name, schema_args, trace_problem
@@ -81,14 +91,6 @@ class ModelNew(torch.nn.Module):
     def forward(self, {args}):
 {body}
 '''
-
-
-def _self_attr(name: str) -> str:
-    """`ln.weight` -> `self.ln.weight`; `layers.0.weight` -> `self.layers[0].weight`."""
-    out = "self"
-    for part in name.split("."):
-        out += f"[{part}]" if part.isdigit() else f".{part}"
-    return out
 
 
 def adapted_space(family: str, traced: Traced, body: list[str], summary: str, default: dict | None = None,
@@ -273,7 +275,7 @@ def _layernorm(traced: Traced) -> Match | None:
         return None
     n_dims = len(a["normalized_shape"])
     cols = math.prod(a["normalized_shape"])
-    body = [f"return layer_norm({x.name}, {_self_attr(w.name)}, {_self_attr(bias.name)}, {float(a['eps'])!r}, "
+    body = [f"return layer_norm({x.name}, {self_attr(w.name)}, {self_attr(bias.name)}, {float(a['eps'])!r}, "
             f"n_dims={n_dims})"]
     summary = f"layer norm over the last {n_dims} dims of {_shape(x)}"
     # few, very wide rows (KernelBench's 16 rows of 4M): the split kernel of layernorm_crfm's starter
@@ -330,7 +332,57 @@ def _rmsnorm(traced: Traced) -> Match | None:
     return Match("rmsnorm", summary, adapted_space("rmsnorm", traced, body, summary))
 
 
-_FAMILY_MATCHERS = (_softmax, _sum, _matmul, _layernorm, _cross_entropy, _rmsnorm)
+def _gemm_epilogue(traced: Traced) -> Match | None:
+    """Level-2 style: x @ W^T (+ bias) from a linear layer or a parameter, then elementwise ops on the product
+    (with numbers, the layer's bias and other parameters broadcast along rows). Two kernels: the matmul family's
+    GEMM (its template and search space) and a generated elementwise kernel for the bias and the epilogue, at the
+    pointwise family's default. Not fused: the product makes one round trip through memory."""
+    cores = [n for n in traced.ops if op_name(n) in ("mm", "addmm")]
+    if len(cores) != 1 or any(op_name(n) in ("bmm", "convolution") for n in traced.ops):
+        return None
+    mm = cores[0]
+    a = schema_args(mm)
+    addmm = op_name(mm) == "addmm"
+    if addmm and (a.get("beta", 1) != 1 or a.get("alpha", 1) != 1):
+        return None
+    x_node, w_node = (a["mat1"], a["mat2"]) if addmm else (a["self"], a["mat2"])
+    x = _tensor_input(traced, x_node)
+    if x is None or len(x.shape) != 2:
+        return None
+    skip = {mm}
+    w = traced.input_of(w_node) if isinstance(w_node, torch.fx.Node) else None
+    w_expr = None
+    if w is not None and w.kind == "param":
+        w_expr = self_attr(w.name)
+    elif isinstance(w_node, torch.fx.Node) and op_name(w_node) in ("t", "permute", "transpose"):
+        w = traced.input_of(w_node.args[0])
+        m = meta(w_node)
+        if w is not None and w.kind == "param" and len(w.shape) == 2 and m is not None and \
+                tuple(m.shape) == tuple(reversed(w.shape)):
+            w_expr, skip = f"{self_attr(w.name)}.t()", skip | {w_node}
+    if w_expr is None or w.dtype != x.dtype:
+        return None
+    bias = None
+    if addmm:
+        bias = traced.input_of(a["self"]) if isinstance(a["self"], torch.fx.Node) else None
+        if bias is None or bias.kind != "param":
+            return None
+    try:
+        pg = match_pointwise(traced, sources={mm: ("y", bias)}, skip=frozenset(skip))
+    except NotPointwise:
+        return None
+    m = meta(mm)
+    summary = (f"linear {_shape(x)} -> {m.shape[-1]}, then elementwise {' -> '.join(pg.ops)} (the matmul family's "
+               f"GEMM, then one generated elementwise kernel)")
+    args = ", ".join([o.expr for o in pg.operands] + pg.numbers)
+    body = [f"y = matmul({x.name}, {w_expr})", f"return pointwise({args})"]
+    space = adapted_space("matmul", traced, body, summary)
+    epilogue = render_kernel(pg, dict(POINTWISE_DEFAULT), prefix="_pw")
+    epilogue = epilogue.replace("import torch\nimport triton\nimport triton.language as tl\n", "", 1)
+    return Match("gemm_epilogue", summary, _with_helper(space, "\n\n" + epilogue.strip("\n") + "\n"))
+
+
+_FAMILY_MATCHERS = (_softmax, _sum, _matmul, _layernorm, _cross_entropy, _rmsnorm, _gemm_epilogue)
 
 
 def _result(traced: Traced):

@@ -13,13 +13,14 @@ used (libdevice is not), so every kernel also runs on CPU machines.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 import torch
 
 from kernelsearch.evaluators.problem import Case
 from kernelsearch.evaluators.space import Move, SearchSpace, evict, fill, num_programs
-from kernelsearch.evaluators.trace import Input, Traced, meta, op_name, schema_args
+from kernelsearch.evaluators.trace import Traced, meta, op_name, schema_args
 
 
 class NotPointwise(Exception):
@@ -140,11 +141,22 @@ def _clamp(a: str, lo, hi) -> str:
 
 
 @dataclass
-class PointwiseGraph:
-    """An elementwise reference, ready to render: its tensor and number inputs and one Triton line per op."""
+class Operand:
+    """A tensor the kernel reads: the host expression that gives it (a forward argument, `self.bias`, an earlier
+    kernel's result) and how it meets the output: `full` (the output's shape), `row` (a vector along the last dim,
+    broadcast over the rows: a bias) or `one` (one element, broadcast everywhere)."""
 
-    tensors: list[Input]
-    numbers: list[Input]
+    expr: str
+    kind: str
+    dtype: torch.dtype
+
+
+@dataclass
+class PointwiseGraph:
+    """An elementwise reference, ready to render: its tensor operands, its numbers and one Triton line per op."""
+
+    operands: list[Operand]
+    numbers: list[str]            # forward's numbers, by name
     lines: list[str]              # `v3 = ...`, in order
     result: str                   # the variable stored
     shape: tuple[int, ...]
@@ -156,38 +168,78 @@ class PointwiseGraph:
         return f"elementwise {' -> '.join(self.ops) or 'copy'} on {shape} {str(self.out_dtype).removeprefix('torch.')}"
 
 
-def match_pointwise(traced: Traced) -> PointwiseGraph:
-    """The graph as one elementwise kernel, or NotPointwise naming the first op (or input) that is not."""
+def _kind(shape: tuple, out: tuple) -> str | None:
+    if shape == out:
+        return "full"
+    if math.prod(shape) == 1:
+        return "one"
+    if out and shape and shape[-1] == out[-1] and math.prod(shape) == out[-1] and len(shape) <= len(out):
+        return "row"
+    return None
+
+
+def match_pointwise(traced: Traced, sources: dict | None = None, skip: frozenset = frozenset()) -> PointwiseGraph:
+    """The graph as one elementwise kernel, or NotPointwise naming the first op (or input) that is not. `sources`:
+    nodes computed before this kernel (a GEMM's product), each given as (host expression, bias Input or None: an
+    addmm's bias, added first); `skip`: the nodes that compute them, left out here."""
     out = meta(traced.output)
     if out is None or out.dtype not in FLOATS:
         raise NotPointwise("its output is not a floating-point tensor")
     shape = tuple(out.shape)
     names: dict = {}
-    tensors, numbers = [], []
-    for inp in traced.inputs:
-        if inp.kind == "tensor":
-            names[inp.node] = f"x{len(tensors)}"
-            tensors.append(inp)
-        elif inp.kind == "number":
-            names[inp.node] = f"s{len(numbers)}"
-            numbers.append(inp)
-        elif inp.kind == "param" and inp.node.users:
-            raise NotPointwise(f"it uses the parameter {inp.name}")
+    operands: list[Operand] = []
+    numbers: list[str] = []
     lines, ops = [], []
+
+    def operand(expr: str, oshape: tuple, dtype, what: str) -> str:
+        kind = _kind(tuple(oshape), shape)
+        if kind is None:
+            raise NotPointwise(f"{what} is {tuple(oshape)}, not broadcast along rows of {shape}")
+        if dtype not in FLOATS:
+            raise NotPointwise(f"{what} is {dtype}")
+        for i, o in enumerate(operands):
+            if o.expr == expr:
+                return f"x{i}"
+        operands.append(Operand(expr, kind, dtype))
+        return f"x{len(operands) - 1}"
+
+    for node, (expr, bias) in (sources or {}).items():
+        m = meta(node)
+        var = operand(expr, tuple(m.shape), m.dtype, expr)
+        if bias is not None:
+            b = operand(self_attr(bias.name), bias.shape, bias.dtype, f"the parameter {bias.name}")
+            lines.append(f"v{len(lines)} = ({var} + {b})")
+            var = f"v{len(lines) - 1}"
+            ops.append("add")
+        names[node] = var
+    for inp in traced.inputs:
+        if not inp.node.users:
+            continue
+        if inp.kind == "number":
+            names[inp.node] = f"s{len(numbers)}"
+            numbers.append(inp.name)
+        elif inp.kind in ("tensor", "param") and any(u not in skip for u in inp.node.users):
+            expr = inp.name if inp.kind == "tensor" else self_attr(inp.name)
+            what = f"input {inp.name}" if inp.kind == "tensor" else f"the parameter {inp.name}"
+            names[inp.node] = operand(expr, inp.shape, inp.dtype, what)
     for node in traced.ops:
+        if node in skip or node in names:
+            continue
         name = op_name(node)
         args = schema_args(node)
         src = args.get("self", node.args[0] if node.args else None)
         if name in _IDENTITY or (name in _SAME_SHAPE_VIEWS and _same_shape(node, src)) or \
                 (name in _DTYPE_OPS and set(node.kwargs) <= {"dtype"}):
-            names[node] = names.get(src, "0.0") if isinstance(src, torch.fx.Node) else _v(src)
+            if isinstance(src, torch.fx.Node) and src not in names:
+                raise NotPointwise(f"{name} reads {src.name}, which is not an input or an elementwise result")
+            names[node] = names[src] if isinstance(src, torch.fx.Node) else _v(src)
             continue
         if name not in _OPS:
             raise NotPointwise(f"{name} is not elementwise")
         if name == "div" and args.get("rounding_mode") is not None:
             raise NotPointwise("div with a rounding mode is not matched")
         m = meta(node)
-        if m is None or (m.dim() and tuple(m.shape) != shape):
+        if m is None or _kind(tuple(m.shape), shape) is None:
             raise NotPointwise(f"{name} makes a {tuple(m.shape) if m is not None else '?'} result, not {shape}")
         keys, emit = _OPS[name]
         values = []
@@ -202,18 +254,31 @@ def match_pointwise(traced: Traced) -> PointwiseGraph:
         lines.append(f"{var} = {emit(*values)}")
         names[node] = var
         ops.append(name)
-    for inp in tensors:
-        if inp.shape != shape and inp.node.users:
-            raise NotPointwise(f"input {inp.name} is {inp.shape}, broadcast to {shape} (same shapes are matched)")
-        if inp.dtype not in FLOATS:
-            raise NotPointwise(f"input {inp.name} is {inp.dtype}")
-    used = [i for i in tensors if i.node.users]
-    if not used:
-        raise NotPointwise("no tensor input reaches the output")
     if traced.output not in names:
         raise NotPointwise("the output is not an elementwise result")
-    return PointwiseGraph(used, [i for i in numbers if i.node.users], lines, names[traced.output], shape,
-                          out.dtype, ops)
+    full = [i for i, o in enumerate(operands) if o.kind == "full"]
+    if not full:
+        raise NotPointwise("no tensor of the output's shape reaches it")
+    if full[0] != 0:   # the output takes the first operand's shape and device: a full one goes first
+        order = [full[0]] + [i for i in range(len(operands)) if i != full[0]]
+        rename = {f"x{old}": f"x{new}" for new, old in enumerate(order)}
+        pattern = re.compile(r"\bx(\d+)\b")
+        lines = [pattern.sub(lambda mt: rename[mt.group(0)], ln) for ln in lines]
+        result = pattern.sub(lambda mt: rename[mt.group(0)], names[traced.output])
+        operands = [operands[i] for i in order]
+    else:
+        result = names[traced.output]
+    if not lines:
+        raise NotPointwise("it computes nothing (a copy)")
+    return PointwiseGraph(operands, numbers, lines, result, shape, out.dtype, ops)
+
+
+def self_attr(name: str) -> str:
+    """`ln.weight` -> `self.ln.weight`; `layers.0.weight` -> `self.layers[0].weight`."""
+    out = "self"
+    for part in name.split("."):
+        out += f"[{part}]" if part.isdigit() else f".{part}"
+    return out
 
 
 def _same_shape(node, src) -> bool:
@@ -253,7 +318,7 @@ tl.store(y_ptr + offs, ${RESULT}.to(y_ptr.dtype.element_ty), mask=mask$STORE_HIN
 _FLAT = '''
 
 @triton.jit
-def _pointwise_kernel($PARAMS, y_ptr, n, BLOCK: tl.constexpr, ITERS: tl.constexpr, WIDE: tl.constexpr):
+def _pointwise_kernel($PARAMS, y_ptr, n, n_cols, BLOCK: tl.constexpr, ITERS: tl.constexpr, WIDE: tl.constexpr):
     # $WHAT
     # One program per ITERS consecutive blocks of BLOCK elements; each element is read once and written once.
     pid = tl.program_id(0)
@@ -272,7 +337,7 @@ def _grid(n, x):
 _PERSISTENT = '''
 
 @triton.jit
-def _pointwise_kernel($PARAMS, y_ptr, n, BLOCK: tl.constexpr, ITERS: tl.constexpr, WIDE: tl.constexpr):
+def _pointwise_kernel($PARAMS, y_ptr, n, n_cols, BLOCK: tl.constexpr, ITERS: tl.constexpr, WIDE: tl.constexpr):
     # $WHAT
     # A persistent grid: a few programs per SM walk the blocks with a stride of the grid, so there is no launch
     # tail; each element is read once and written once.
@@ -299,9 +364,13 @@ def pointwise($ARGS):
     n = y.numel()
     if n:
         wide = n + $BLOCK * $ITERS > 2**31 - 1
-        _pointwise_kernel[_grid(n, x0)]($CALL, y, n, BLOCK=$BLOCK, ITERS=$ITERS, WIDE=wide, num_warps=$num_warps)
+        n_cols = y.shape[-1] if y.dim() else 1
+        _pointwise_kernel[_grid(n, x0)]($CALL, y, n, n_cols, BLOCK=$BLOCK, ITERS=$ITERS, WIDE=wide,
+                                        num_warps=$num_warps)
     return y
+'''
 
+_MODEL = '''
 
 import math  # noqa: E402,F401 - what the reference's constructor may use
 import torch.nn as nn  # noqa: E402,F401
@@ -317,19 +386,26 @@ class ModelNew(torch.nn.Module):
 DEFAULT_INIT = "    def __init__(self, *args, **kwargs):\n        super().__init__()"
 
 
-def render(pg: PointwiseGraph, traced: Traced, p: dict) -> str:
-    """The candidate file for `pg` at parameters `p` (without the space's header line)."""
-    xs = [f"x{i}" for i in range(len(pg.tensors))]
+_LOADS = {
+    "full": "{x} = tl.load({x}_ptr + offs, mask=mask, other=0.0{hint}).to(tl.float32)",
+    "row": "{x} = tl.load({x}_ptr + offs % n_cols, mask=mask, other=0.0).to(tl.float32)",   # a bias: stays in L1/L2
+    "one": "{x} = tl.load({x}_ptr).to(tl.float32)",
+}
+
+
+def render_kernel(pg: PointwiseGraph, p: dict, prefix: str = "") -> str:
+    """The kernel, its launcher and `pointwise(x0, ..., s0, ...)`, at parameters `p`. `prefix` renames the module
+    helpers this text shares names with other templates' (`_num_programs`), where it is pasted after one."""
+    xs = [f"x{i}" for i in range(len(pg.operands))]
     ss = [f"s{i}" for i in range(len(pg.numbers))]
     hint = evict("evict_first", p["cache_hints"])
-    loads = "\n".join(f"{x} = tl.load({x}_ptr + offs, mask=mask, other=0.0{hint}).to(tl.float32)" for x in xs)
+    loads = "\n".join(_LOADS[o.kind].format(x=x, hint=hint) for x, o in zip(xs, pg.operands))
     body = fill(_LOADS_AND_MATH, {"LOADS": loads, "LINES": "\n".join(pg.lines), "RESULT": pg.result,
                                   "STORE_HINT": hint})
-    first = pg.tensors[0]
-    out_dtype = "x0.dtype" if first.dtype == pg.out_dtype else str(pg.out_dtype)
+    out_dtype = "x0.dtype" if pg.operands[0].dtype == pg.out_dtype else str(pg.out_dtype)
     per_thread = max(1, p["BLOCK"] // (32 * p["num_warps"]))
     kernel = _FLAT if p["variant"] == "flat" else _PERSISTENT
-    return fill(_PROLOGUE + kernel + _HOST, {
+    text = fill(_PROLOGUE + kernel + _HOST, {
         "WHAT": f"{pg.describe()}; {per_thread} elements a thread",
         "PARAMS": ", ".join([f"{x}_ptr" for x in xs] + ss),
         "BODY": body, "BLOCK": p["BLOCK"], "ITERS": p["ITERS"] if p["variant"] == "flat" else 1,
@@ -338,9 +414,18 @@ def render(pg: PointwiseGraph, traced: Traced, p: dict) -> str:
         "ARGS": ", ".join(xs + ss),
         "CONTIGUOUS": "\n".join(f"{x} = {x}.contiguous()" for x in xs),
         "OUT_DTYPE": out_dtype, "CALL": ", ".join(xs + ss),
+    })
+    if prefix:
+        text = re.sub(r"\b(_num_programs|_SMS|_grid)\b", lambda m: prefix + m.group(1), text)
+    return text
+
+
+def render(pg: PointwiseGraph, traced: Traced, p: dict) -> str:
+    """The candidate file for `pg` at parameters `p` (without the space's header line)."""
+    return render_kernel(pg, p) + fill(_MODEL, {
         "INIT": traced.init_source or DEFAULT_INIT,
         "FORWARD": ", ".join(traced.forward_args) or "*inputs",
-        "FORWARD_CALL": ", ".join([i.name for i in pg.tensors] + [i.name for i in pg.numbers]),
+        "FORWARD_CALL": ", ".join([o.expr for o in pg.operands] + pg.numbers),
     })
 
 

@@ -7,7 +7,8 @@ eager and over torch.compile, and the wall time of each problem.
 
 PATH...: folders of KernelBench files (carried, never committed). For each folder the matcher (evaluators/match.py,
 a trace on the meta device, no inputs drawn) is run over every file first, in KernelBench's order: the coverage line
-counts the matched ones, and the first --n1 (first folder) / --n2 (second) matched files are searched, one `bench`
+counts the matched ones, and --n1 (first folder) / --n2 (second) matched files are searched, one of each kind in
+turn (a kind: what the file matched, pointwise, matmul, softmax, ...), one `bench`
 batch per folder into one store. A rerun with the same --db resumes (finished problems are not searched again), so
 a batch cut by --deadline goes on where it stopped. `--dry-run`: the CPU (interpreter), 2 evaluations a problem.
 
@@ -52,6 +53,20 @@ def coverage(folder: Path) -> list[tuple[Path, str | None, str]]:
         except (ProblemError, Exception) as err:   # noqa: BLE001 - a file that does not load is reported, not fatal
             out.append((f, None, f"does not load: {describe_exception(err)}"))
     return out
+
+
+def _spread(matched: list[tuple[Path, str]], n: int) -> list[Path]:
+    """`n` matched files, one of each kind in turn (level 1 opens with 13 matmuls: the first 20 in order would be
+    mostly GEMMs), each kind's in KernelBench's order; returned in KernelBench's order."""
+    queues: dict[str, list[Path]] = {}
+    for f, k in matched:
+        queues.setdefault(k, []).append(f)
+    out: list[Path] = []
+    while len(out) < n and any(queues.values()):
+        for q in queues.values():
+            if q and len(out) < n:
+                out.append(q.pop(0))
+    return sorted(out, key=lambda p: (_number(p), p.name))
 
 
 def _config(path: Path, args) -> None:
@@ -179,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"{folder}: the offline provider matches {len(matched)} of {len(cov)} problems "
              f"({', '.join(f'{k} {n}' for k, n in sorted(by_kind.items()))}) [{time.monotonic() - t0:.0f} s]")
         n = args.n1 if i == 0 else args.n2
-        chosen = [f for f, _ in matched][:n]
+        chosen = _spread(matched, n)
         plans.append((f"kb{folder.name}", chosen, kinds, len(cov)))
     for name, chosen, _, _ in plans:
         if chosen:

@@ -24,6 +24,7 @@ import torch
 
 from kernelsearch.evaluators.pointwise import DEFAULT as POINTWISE_DEFAULT
 from kernelsearch.evaluators.pointwise import (
+    DEFAULT_INIT,
     FLOATS,
     NotPointwise,
     match_pointwise,
@@ -32,6 +33,7 @@ from kernelsearch.evaluators.pointwise import (
     self_attr,
 )
 from kernelsearch.evaluators.problem import Case, Problem, ProblemError
+from kernelsearch.evaluators.reduction import reduction_space
 from kernelsearch.evaluators.space import SearchSpace
 from kernelsearch.evaluators.trace import Traced, TraceError, meta, op_name, schema_args, trace_problem
 
@@ -382,7 +384,36 @@ def _gemm_epilogue(traced: Traced) -> Match | None:
     return Match("gemm_epilogue", summary, _with_helper(space, "\n\n" + epilogue.strip("\n") + "\n"))
 
 
-_FAMILY_MATCHERS = (_softmax, _sum, _matmul, _layernorm, _cross_entropy, _rmsnorm, _gemm_epilogue)
+def _reduce_other(traced: Traced) -> Match | None:
+    """mean, amax/amin, or max/min's values along one dim: the generated reduction (evaluators/reduction.py)."""
+    ops = _core(traced, {"mean", "amax", "amin", "max", "min"})
+    if not ops or len(ops) != 1:
+        return None
+    node, out = ops[0], _result(traced)
+    name = op_name(node)
+    a = schema_args(node)
+    if name in ("max", "min"):   # max.dim / min.dim: (values, indices); the values are the output
+        if not (op_name(out) == "getitem" and out.args[0] is node and out.args[1] == 0) or "dim" not in a:
+            return None
+        dims = [a["dim"]]
+    else:
+        if out is not node:
+            return None
+        dims = a.get("dim")
+    x = _tensor_input(traced, a["self"])
+    if x is None or not x.shape or not isinstance(dims, (list, tuple)) or len(dims) != 1 or a.get("dtype"):
+        return None
+    nd = len(x.shape)
+    d = _dim(dims[0], nd)
+    op = {"amax": "max", "amin": "min"}.get(name, name)
+    keep = bool(a.get("keepdim"))
+    summary = f"{op} over dim {d} of {_shape(x)}{' (keepdim)' if keep else ''}"
+    space = reduction_space(op, d, keep, math.prod(x.shape[d + 1:]), x.name,
+                            ", ".join(traced.forward_args) or "*inputs", traced.init_source or DEFAULT_INIT, summary)
+    return Match("reduction", summary, space)
+
+
+_FAMILY_MATCHERS = (_softmax, _sum, _matmul, _layernorm, _cross_entropy, _rmsnorm, _gemm_epilogue, _reduce_other)
 
 
 def _result(traced: Traced):

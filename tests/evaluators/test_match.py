@@ -161,3 +161,20 @@ def test_the_provider_writes_first_kernels_and_ideas_for_a_matched_file():
         "problem": ref, "seeds": [{"kernel_id": 1, "code": code}], "seen_codes": [code], "round": 1, "n": 3})))
     got = json.loads(re.search(r"```json\n(.*?)```", ideas.text, re.S).group(1))["ideas"]
     assert len(got) == 3 and all(i["seed"] == 1 and i["params"] != space.default for i in got)
+
+
+def test_mean_and_max_along_a_dim_get_the_generated_reduction(tmp_path):
+    mean = _problem(tmp_path, "mean_last", "    def forward(self, x):\n        return torch.mean(x, dim=-1)",
+                    "[torch.randn(rows, cols)]", sizes="rows = 24\ncols = 300")
+    m = match_problem(mean)
+    assert (m.kind, m.summary) == ("reduction", "mean over dim 1 of 24x300 float32")
+    assert m.space.default["BLOCK_I"] == 1   # the last dim: one column, long rows
+    _agrees(mean, m.space.render(m.space.default))
+    mx = _problem(tmp_path, "max_first",
+                  "    def forward(self, x):\n        return torch.max(x, dim=0, keepdim=True)[0]",
+                  "[torch.randn(rows, cols, 5)]", sizes="rows = 24\ncols = 30")
+    m = match_problem(mx)
+    assert m.kind == "reduction" and m.summary.startswith("max over dim 0")
+    for p in (m.space.default, {**m.space.default, "BLOCK_R": 4, "BLOCK_I": 32, "num_warps": 1}):
+        _agrees(mx, m.space.render(p))
+    assert m.space.infeasible({**m.space.default, "BLOCK_R": 2048, "BLOCK_I": 256})

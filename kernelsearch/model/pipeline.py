@@ -134,6 +134,8 @@ def _steps(cfg: Config, engine, db: Path, run_id: int, name: str, console: Conso
     folder = Path(mr.folder)
     folder.mkdir(parents=True, exist_ok=True)
     device = _device(cfg)
+    stages: dict[str, float] = {}
+    mark = time.monotonic()
     # 1. profile (a subprocess: the model's memory and CUDA context never live here)
     if mr.profile_json is None:
         _say(console, f"profiling {Path(mr.model).name} ({cfg.plan.profile_iters} forwards after a warm-up) ...")
@@ -146,6 +148,7 @@ def _steps(cfg: Config, engine, db: Path, run_id: int, name: str, console: Conso
         prof = json.loads(mr.profile_json)
     for line in profile_lines(prof):
         _say(console, line)
+    stages["profile_s"], mark = time.monotonic() - mark, time.monotonic()
     # 2. extract and plan (stored before any search, printed every time)
     if mr.plan_json is None:
         parts = extract(prof)
@@ -171,6 +174,7 @@ def _steps(cfg: Config, engine, db: Path, run_id: int, name: str, console: Conso
         _say(console, "(the plan as stored when the model run began)")
     for line in plan_lines(plan):
         _say(console, line)
+    stages["plan_s"], mark = time.monotonic() - mark, time.monotonic()
     # 3. one child run per planned problem, one after another
     with session_scope(engine) as s:
         problems = model_problems(s, mr.id)
@@ -180,6 +184,7 @@ def _steps(cfg: Config, engine, db: Path, run_id: int, name: str, console: Conso
     entries = {e.key: e for e in plan.entries}
     for i, mp in enumerate([p for p in problems if p.selected], 1):
         _child(cfg, engine, db, mp, entries[mp.key].budget, console, f"[{i}/{len(plan.selected)}]")
+    stages["search_s"], mark = time.monotonic() - mark, time.monotonic()
     # 4. verify the whole model with the winners
     with session_scope(engine) as s:
         row = s.get(ModelRun, mr.id)
@@ -191,6 +196,8 @@ def _steps(cfg: Config, engine, db: Path, run_id: int, name: str, console: Conso
         _say(console, f"{key}: its best kernel ({sp:.3g}x of eager) is not faster than the operator it would replace: "
              "not swapped in")
     result = verify_subprocess(cfg, Path(mr.model), device, folder, prof, plan, winners, console)
+    stages["verify_s"] = time.monotonic() - mark
+    result["pipeline_s"] = stages   # this call's wall time per step (a resumed run's steps done before are 0)
     with session_scope(engine) as s:
         row = s.get(ModelRun, mr.id)
         row.verify_json, row.stage = json.dumps(result), "done"
@@ -199,6 +206,8 @@ def _steps(cfg: Config, engine, db: Path, run_id: int, name: str, console: Conso
 
     for line in report_lines(result):
         _say(console, line)
+    _say(console, "wall time: " + ", ".join(f"{k.removesuffix('_s')} {v:.0f} s" for k, v in stages.items())
+         + f", in all {sum(stages.values()):.0f} s")
     _mark(engine, run_id, "finished", "verified", time.monotonic() - t0)
     return name
 

@@ -94,8 +94,9 @@ def load_model(path: str, device: str, seed: int):
     module = load_source_module(Path(path).read_text(), "ks_model_" + re.sub(r"\W", "_", Path(path).stem),
                                 filename=str(path))
     torch.manual_seed(seed)
-    model = module.Model(*module.get_init_inputs()).to(device).eval()
-    return model, module
+    with torch.device(device):   # weights drawn on the device itself (a GPU-sized model's init on one CPU is slow)
+        model = module.Model(*module.get_init_inputs())
+    return model.to(device).eval(), module
 
 
 def model_inputs(module, device: str, seed: int) -> list:

@@ -50,7 +50,14 @@ def report_cmd(
                 return
         run = find_run(s, name, db)
         warn_damaged(s, run)
-        page = build_report(s, run)
+        from kernelsearch.store.model_queries import model_run_of
+
+        if model_run_of(s, run.id) is not None:   # a model run: profile, plan, child runs, verify
+            from kernelsearch.views.model import build_model_report
+
+            page = build_model_report(s, run)
+        else:
+            page = build_report(s, run)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")
     typer.echo(f"wrote {out} ({len(page.encode()) / 1e6:.2f} MB)")

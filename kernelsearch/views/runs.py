@@ -6,6 +6,7 @@ from rich.table import Table
 
 from kernelsearch.store import DEFAULT_DB
 from kernelsearch.store import queries as q
+from kernelsearch.store.model_queries import children
 from kernelsearch.views import fmt
 from kernelsearch.views.paint import stdout_console
 from kernelsearch.views.session import DbOpt, read_only_session, warn_damaged
@@ -22,13 +23,21 @@ def runs_cmd(db: DbOpt = DEFAULT_DB) -> None:
         for col in ("name", "problem", "status", "stop reason", "rounds", "evaluations", "best",
                     "tokens", "cost", "wall", "started"):
             table.add_column(col, justify="right" if col in ("rounds", "tokens", "cost", "wall") else "left")
+        kids = children(s)   # a model run's child runs are listed under it, indented
+        child_ids = {c for cs in kids.values() for c in cs}
+        by_id = {r.id: r for r in runs}
+        ordered = []
         for run in runs:
+            if run.id not in child_ids:
+                ordered.append((run, ""))
+                ordered += [(by_id[c], "  └ ") for c in kids.get(run.id, []) if c in by_id]
+        for run, indent in ordered:
             warn_damaged(s, run)
             st = q.run_stats(s, run.id)
             best = "—" if st.best_speedup is None else f"{fmt.x(st.best_speedup)} k{st.best_kernel_id}"
             if st.best_speedup is not None and st.timing_kinds == [fmt.CPU_KIND]:
                 best += " [cpu]"
-            table.add_row(run.name, run.problem, run.status, run.stop_reason or "—", str(st.rounds),
+            table.add_row(indent + run.name, run.problem, run.status, run.stop_reason or "—", str(st.rounds),
                           fmt.by_status(st.by_status, st.queued), best, fmt.tokens(st.tokens), fmt.cost_of(st),
                           fmt.dur(st.wall_s), fmt.when(run.started_at))
         stdout_console().print(table)

@@ -10,8 +10,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from kernelsearch.store import DEFAULT_DB
+from kernelsearch.store import DEFAULT_DB, Run
 from kernelsearch.store import queries as q
+from kernelsearch.store.model_queries import child_run_ids
 from kernelsearch.store.status import Status
 from kernelsearch.views import fmt
 from kernelsearch.views.session import DbOpt, find_run, read_only_session
@@ -54,13 +55,28 @@ def export_tsv_cmd(
     """
     with read_only_session(db) as s:
         run = find_run(s, name, db)
-        t = q.tree(s, run.id)
-        details = q.detail_jsons(s, run.id)
-    done = sorted((k for k in t.kernels.values() if k.status is not None), key=lambda k: k.eval_id)
+        # a model run's rows are its child runs', one after another (kernel_type: each child's problem)
+        runs = [run] + [s.get(Run, c) for c in child_run_ids(s, run.id)]
+        parts = [(r, q.tree(s, r.id), q.detail_jsons(s, r.id)) for r in runs]
     buf = io.StringIO()
     w = csv.writer(buf, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
     w.writerow(TSV_COLUMNS)
-    for n, k in enumerate(done, start=1):
+    n = 0
+    for r, t, details in parts:
+        n = _rows(w, r, t, details, n)
+    text = buf.getvalue()
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        out.write_text(text, encoding="utf-8")
+        typer.echo(f"wrote {out}: {n} evaluations of run {run.name}", err=True)
+
+
+def _rows(w, run, t, details, before: int) -> int:
+    """One run's evaluated kernels as rows, numbered on from `before`; the last number written."""
+    done = sorted((k for k in t.kernels.values() if k.status is not None), key=lambda k: k.eval_id)
+    n = before
+    for n, k in enumerate(done, start=before + 1):
         idea = t.ideas.get(k.idea_id) if k.idea_id is not None else None
         desc = "starter (seed)" if k.is_seed else (idea.title if idea else f"idea {k.idea_id}")
         if k.status != Status.ok:
@@ -73,9 +89,4 @@ def export_tsv_cmd(
                     _num(k.roofline_fraction * 100 if k.roofline_fraction is not None else None, ".2f"),
                     _num(k.speedup, ".4g"), "PASS" if k.status == Status.ok else "FAIL",
                     _num(peak_vram_mb(details.get(k.id)), ".1f"), desc])
-    text = buf.getvalue()
-    if out is None:
-        sys.stdout.write(text)
-    else:
-        out.write_text(text, encoding="utf-8")
-        typer.echo(f"wrote {out}: {len(done)} evaluations of run {run.name}", err=True)
+    return n

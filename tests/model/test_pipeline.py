@@ -13,6 +13,9 @@ from rich.console import Console
 
 from kernelsearch.config import load_config
 from kernelsearch.model.pipeline import start_model_run
+from kernelsearch.store import open_store, session_scope
+from kernelsearch.store.model_queries import run_named
+from kernelsearch.views.model import build_model_report
 from tests.helpers import cli
 
 LLAMA = Path(__file__).resolve().parents[2] / "configs" / "models" / "llama_style.py"
@@ -55,6 +58,11 @@ def test_a_model_run_whose_plan_searches_nothing_profiles_plans_and_verifies(tmp
     assert keys == [e["key"] for e in json.loads(plan)["entries"]]
     assert "rmsnorm-32x64-float32" in keys and "softmax-128x16-float32" in keys
     assert (tmp_path / "m0.model" / "problems" / "matmul-2x4x16x16_2x4x16x16-float32.py").is_file()
+    engine = open_store(db, readonly=True)
+    with session_scope(engine) as s:   # the report's model page: the profile, the plan, the verify step
+        page = build_model_report(s, run_named(s, "m0"))
+    assert "aten::softmax" in page and "Amdahl plan" in page and "rmsnorm-32x64-float32" in page
+    assert "no kernel accepted" in page and "<svg" in page
 
 
 @pytest.mark.slow
@@ -70,7 +78,13 @@ def test_a_model_run_searches_its_problems_and_verifies_the_model_with_the_winne
     assert len(verify["accepted"]) == 2 and verify["rel_error"] <= verify["tolerance"]
     assert "CPU, Triton interpreter: not GPU timings" in r.stdout
     r = cli("runs", "--db", str(db), cwd=tmp_path)
-    assert all(name in r.stdout for name, _ in children)
+    assert r.returncode == 0 and "└" in r.stdout   # the children under their model run
+    r = cli("export-tsv", "m1", "--db", str(db), cwd=tmp_path)
+    kinds = {line.split("\t")[2] for line in r.stdout.splitlines()[1:]}
+    assert r.returncode == 0 and len(kinds) == 2 and all("@" in k for k in kinds)   # both children's rows
+    r = cli("report", "m1", "--db", str(db), "-o", str(tmp_path / "m1.html"), cwd=tmp_path)
+    page = (tmp_path / "m1.html").read_text()
+    assert r.returncode == 0 and "model predicted" in page and "with kernels" in page
 
 
 @pytest.mark.slow

@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         if not e["selected"]:
             continue
         r = by_key.get(e["key"], {})
-        found = f"{r['problem_speedup']:.2f}x" if r.get("problem_speedup") else "-"
+        found = f"{r['problem_speedup']:.3g}x" if r.get("problem_speedup") else "-"
         pred = f"{r['predicted']:.3f}x" if r.get("predicted") else "-"
         meas = f"{r['measured']:.3f}x" if r.get("measured") else "-"
         print(f"{e['key'][:34]:<34} {e['share']:>6.1%} {e['speedup']:>6.2f}x {found:>7} {pred:>10} {meas:>10}  "

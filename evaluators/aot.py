@@ -28,6 +28,8 @@ import time
 import traceback
 from typing import Any
 
+from kernelsearch.evaluators.isolation import die_with_parent, drop_privileges, leave_network
+
 ARCH = 90           # H200 / H100: sm_90 (ptxas target sm_90a)
 WARP = 32
 MAX_LAUNCHES = 32   # distinct specialisations compiled per candidate, at most
@@ -309,7 +311,7 @@ def aot_report(source: str, problem, case=None, *, timeout_s: float = 300.0, in_
     t0 = time.monotonic()
     try:
         p = subprocess.run([sys.executable, "-m", "kernelsearch.evaluators.aot"], input=request,
-                           preexec_fn=_die_with_parent,
+                           preexec_fn=die_with_parent,
                            capture_output=True, text=True, timeout=timeout_s, env=env, start_new_session=True)
     except subprocess.TimeoutExpired:
         return {"status": "error", "error": f"AOT compile took longer than {timeout_s:g} s", "kernels": [],
@@ -322,31 +324,6 @@ def aot_report(source: str, problem, case=None, *, timeout_s: float = 300.0, in_
             "error": f"the AOT child died (exit {p.returncode}): {(p.stderr or p.stdout)[-4000:]}"}
 
 
-def _die_with_parent() -> None:
-    """PR_SET_PDEATHSIG: the compile child (its own session) ends when the process that started it is killed."""
-    import ctypes
-    import signal
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
-
-
-def _leave_network() -> None:
-    """An empty network namespace, where allowed (root)."""
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).unshare(0x40000000)   # CLONE_NEWNET
-
-
-def _become(uid: int) -> None:
-    """No network, then the candidate's own user, before its code loads."""
-    _leave_network()
-    os.setgroups([])
-    os.setgid(uid)
-    os.setuid(uid)
-
-
 def _main() -> None:
     req = json.loads(sys.stdin.read())
     try:
@@ -355,10 +332,10 @@ def _main() -> None:
         from kernelsearch.evaluators.problem import load_problem
 
         problem = load_problem(req["problem"])
+        if req.get("uid") is not None or req.get("isolate"):
+            leave_network()   # first: a network namespace needs root
         if req.get("uid") is not None:
-            _become(int(req["uid"]))
-        elif req.get("isolate"):   # no user of its own here: at least no network
-            _leave_network()
+            drop_privileges(int(req["uid"]))   # the candidate's own user, before its code loads
         with contextlib.redirect_stdout(sys.stderr):   # the candidate's prints must not garble the report
             report = aot_report_inprocess(req["source"], problem, req["case"])
     except Exception as err:  # noqa: BLE001

@@ -20,17 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from kernelsearch.evaluators.isolation import die_with_parent, drop_privileges
 from kernelsearch.evaluators.result import EvalResult
 from kernelsearch.evaluators.settings import EvalSettings
 from kernelsearch.evaluators.status import Status
 from kernelsearch.sandbox.env import scrubbed_env
-from kernelsearch.sandbox.limits import (
-    apply_limits,
-    device_nodes_open,
-    die_with_parent,
-    drop_privileges,
-    python_open_to_others,
-)
+from kernelsearch.sandbox.limits import apply_limits, device_nodes_open, python_open_to_others
 
 OUTPUT_CAP = 64 * 1024
 

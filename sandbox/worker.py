@@ -18,7 +18,7 @@ import traceback
 
 
 def main(result_fd: int | None = None, runner_fds: list[int] | None = None) -> None:
-    from kernelsearch.sandbox.limits import make_undumpable
+    from kernelsearch.evaluators.isolation import make_undumpable
 
     make_undumpable()   # however it was started: no process of its user can read its memory or ptrace it
     if result_fd is None:

@@ -31,7 +31,8 @@ def _preload() -> None:
 
 
 def _child(req: dict, fds: list[int]) -> None:
-    from kernelsearch.sandbox.limits import apply_limits, make_undumpable
+    from kernelsearch.evaluators.isolation import make_undumpable
+    from kernelsearch.sandbox.limits import apply_limits
 
     os.setsid()
     apply_limits(req["timeout_s"], req.get("address_space_bytes"), req.get("network_off", False))
@@ -41,7 +42,7 @@ def _child(req: dict, fds: list[int]) -> None:
     os.environ.update(req["env"])
     os.chdir(req["cwd"])
     if req.get("uid") is not None:
-        from kernelsearch.sandbox.limits import drop_privileges
+        from kernelsearch.evaluators.isolation import drop_privileges
 
         drop_privileges(int(req["uid"]))
     if req.get("entry") == "runner":

@@ -240,7 +240,9 @@ def export_cmd(
     license: Annotated[str, typer.Option(help="The license metadata.json and build.toml state.")] = "Apache-2.0",
     db: Annotated[Path, typer.Option("--db", help="The SQLite store.")] = DEFAULT_DB,
 ) -> None:
-    """Write a kernel in the Hugging Face `kernels` layout (loadable with kernels.get_local_kernel)."""
+    """Write a kernel in the Hugging Face `kernels` layout (loadable with kernels.get_local_kernel).
+
+    Not yet: `--model RUN` (a model run's kernels in one repository) waits on model runs (issue 20)."""
     try:
         done = export_kernel(db, kernel, hf, name=name, run_name=run, force=force, overwrite=overwrite,
                              license=license)

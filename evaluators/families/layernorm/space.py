@@ -17,6 +17,8 @@ weight and bias once; at the timed bf16 8192 x 4096, 134 MB, 32 us at 4.2 TB/s):
   idle while it waits for its row's other parts (../layernorm_crfm/NOTES.md); kept as a move.
 Never E[x^2] - E[x]^2: in fp32 it loses the variance when the mean is large (see wrong/).
 How the starter was chosen, with the figures: NOTES.md.
+The module is long because each of the five variants' kernel templates and its feasibility limits live here
+beside the moves that reach it; split apart they would have to share the placeholders' names by convention.
 """
 from __future__ import annotations
 

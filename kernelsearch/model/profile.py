@@ -159,6 +159,7 @@ def profile(model, inputs: list, device: str, iters: int) -> dict:
         for h in handles:
             h.remove()
     groups: dict[tuple, Row] = {}
+    kineto_dtypes = None   # torch before 2.12: FunctionEvent has no input_dtypes; its id is the kineto correlation id
     for e in prof.events():
         if not e.name.startswith("aten::") or (e.cpu_parent is not None and e.cpu_parent.name.startswith("aten::")):
             continue
@@ -170,7 +171,13 @@ def profile(model, inputs: list, device: str, iters: int) -> dict:
             parent = parent.cpu_parent
         us = e.device_time_total if cuda else e.cpu_time_total
         shapes = [list(s) for s in e.input_shapes]
-        dtypes = [_DTYPES.get(d, d) for d in e.input_dtypes]
+        raw = getattr(e, "input_dtypes", None)
+        if raw is None:
+            if kineto_dtypes is None:
+                kineto_dtypes = {k.correlation_id(): list(k.dtypes()) for k in prof.profiler.kineto_results.events()
+                                 if k.device_type() == torch.autograd.DeviceType.CPU}
+            raw = kineto_dtypes.get(e.id, [])
+        dtypes = [_DTYPES.get(d, d) for d in raw]
         scalars = [_plain(v) for v in (getattr(e, "concrete_inputs", None) or [])]
         key = (e.name, norm_path(path), json.dumps(shapes), json.dumps(dtypes), json.dumps(scalars))
         row = groups.get(key)

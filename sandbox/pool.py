@@ -7,6 +7,7 @@ the candidate's timeout.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import secrets
@@ -141,6 +142,9 @@ class _Zygote:
         return rc
 
     def close(self) -> None:
+        if self._reader is not None and not self._reader.done():
+            with contextlib.suppress(RuntimeError):   # its loop already closed: nothing left to cancel on
+                self._reader.cancel()
         if self.sock is not None:
             self.sock.close()
         if self.proc is not None and self.proc.returncode is None:

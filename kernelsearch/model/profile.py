@@ -18,17 +18,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from kernelsearch.model.swap import ROOT, norm_path  # one definition, shared with the swaps
+
 MODULE_RANGE = "ks.module::"
-ROOT = "model"
 # profiler dtype names -> torch dtype names
 _DTYPES = {"float": "float32", "c10::BFloat16": "bfloat16", "c10::Half": "float16", "double": "float64",
            "long int": "int64", "int": "int32", "bool": "bool", "unsigned char": "uint8", "signed char": "int8",
            "short int": "int16"}
-
-
-def norm_path(path: str) -> str:
-    """`layers.3.mlp.up_proj` -> `layers.*.mlp.up_proj`: one row for every layer's copy of a module."""
-    return re.sub(r"(?<=\.)\d+(?=\.|$)|^\d+(?=\.|$)", "*", path)
 
 
 @dataclass

@@ -24,10 +24,7 @@ import time
 from pathlib import Path
 
 from kernelsearch.model.plan import amdahl, amdahl_many
-
-_OPS = {"matmul": "aten::matmul", "__matmul__": "aten::matmul", "bmm": "aten::bmm", "softmax": "aten::softmax",
-        "silu": "aten::silu", "gelu": "aten::gelu", "mul": "aten::mul", "__mul__": "aten::mul",
-        "add": "aten::add", "__add__": "aten::add", "div": "aten::div", "__truediv__": "aten::div"}
+from kernelsearch.model.swap import ModuleSwap, OpSwaps
 
 
 def _kernel_class(path: str, key: str):
@@ -37,132 +34,16 @@ def _kernel_class(path: str, key: str):
     return module.ModelNew
 
 
-def _family_init(part: dict) -> list:
+def family_init(part: dict) -> list:
+    """A family part's init inputs (its timed case's, as its child run built ModelNew)."""
     from kernelsearch.evaluators.problem import family_at
 
     problem = family_at(part["family"], part["params"], part["dtype"])
     return problem.build_init_inputs(problem.timed_case)
 
 
-class _ModuleSwap:
-    """A module unit's kernel at every path the unit covers."""
-
-    def __init__(self, model, part: dict, cls, device):
-        import torch.nn as nn
-
-        self.model, self.part, self.originals = model, part, {}
-        swap = part["swap"]
-
-        class Kernel(nn.Module):
-            def __init__(self, orig):
-                super().__init__()
-                kind = swap["kind"]
-                self.kind = kind
-                if kind in ("rmsnorm", "layernorm"):
-                    self.k = cls(*_family_init(part))
-                    state = {"weight": orig.weight.detach()}
-                    if kind == "layernorm":
-                        state["bias"] = orig.bias.detach()
-                    self.k.load_state_dict(state, strict=False)
-                    if hasattr(self.k, "eps"):
-                        self.k.eps = swap["eps"]
-                else:
-                    self.k = cls(*_family_init(part))
-                    w = orig.weight.detach()
-                    self.register_buffer("wt", (w.t() if kind == "linear" else w).contiguous())
-                    b = getattr(orig, "bias", None)
-                    self.register_buffer("b", b.detach() if b is not None else None)
-                self.k.to(device)
-
-            def forward(self, x):
-                shape = x.shape
-                x2 = x.reshape(-1, shape[-1]).contiguous()
-                if self.kind in ("rmsnorm", "layernorm"):
-                    return self.k(x2).reshape(shape)
-                y = self.k(x2, self.wt)
-                if self.b is not None:
-                    y = y + self.b
-                return y.reshape(*shape[:-1], y.shape[-1])
-
-        self.kernels = {path: Kernel(model.get_submodule(path)) for path in swap["paths"]}
-
-    def install(self):
-        for path, k in self.kernels.items():
-            parent, _, attr = path.rpartition(".")
-            owner = self.model.get_submodule(parent) if parent else self.model
-            self.originals[path] = getattr(owner, attr)
-            setattr(owner, attr, k)
-
-    def remove(self):
-        for path, orig in self.originals.items():
-            parent, _, attr = path.rpartition(".")
-            setattr(self.model.get_submodule(parent) if parent else self.model, attr, orig)
-        self.originals = {}
-
-
-class _OpSwaps:
-    """Operator units: a TorchFunctionMode that calls a kernel in place of an operator, in the problem's modules
-    and at its shapes and dtypes only; module paths are tracked by forward hooks."""
-
-    def __init__(self, model):
-        from kernelsearch.model.profile import ROOT, norm_path
-
-        self.handlers: dict[str, list] = {}
-        self.stack: list[str] = []
-        self.hooks = []
-        for path, m in model.named_modules():
-            name = norm_path(path) if path else ROOT
-            self.hooks.append(m.register_forward_pre_hook(lambda mod, a, name=name: self.stack.append(name)))
-            self.hooks.append(m.register_forward_hook(self._leave))
-
-    def _leave(self, mod, args, out) -> None:   # returns None: a forward hook's value would replace the output
-        self.stack.pop()
-
-    def add(self, part: dict, cls, device):
-        swap = part["swap"]
-        k = cls(*(_family_init(part) if part["kind"] == "family" else []))
-        k.to(device)
-        if part["kind"] == "family":   # softmax over the last dimension: rows x cols
-            def call(tensors):
-                x = tensors[0]
-                return k(x.reshape(-1, x.shape[-1]).contiguous()).reshape(x.shape)
-        else:
-            def call(tensors):
-                return k(*[t.contiguous() for t in tensors])
-        entry = (set(swap["modules"]), [tuple(s) for s in swap["shapes"]], swap["dtypes"], call)
-        self.handlers.setdefault(swap["op"], []).append(entry)
-        return entry
-
-    def discard(self, op: str, entry) -> None:
-        self.handlers[op] = [e for e in self.handlers.get(op, []) if e is not entry]
-
-    def mode(self):
-        import torch
-        from torch.overrides import TorchFunctionMode
-
-        swaps = self
-
-        class Mode(TorchFunctionMode):
-            def __torch_function__(self, func, types, args=(), kwargs=None):
-                kwargs = kwargs or {}
-                op = _OPS.get(getattr(func, "__name__", ""))
-                if op in swaps.handlers and swaps.stack:
-                    tensors = [a for a in args if isinstance(a, torch.Tensor)]
-                    shapes = [tuple(t.shape) for t in tensors]
-                    dtypes = [str(t.dtype).removeprefix("torch.") for t in tensors]
-                    ok_args = len(tensors) == len(args) or op == "aten::softmax"
-                    if op == "aten::softmax":
-                        dim = args[1] if len(args) > 1 else kwargs.get("dim")
-                        ok_args = tensors and dim in (-1, tensors[0].dim() - 1) and kwargs.get("dtype") is None
-                    elif op == "aten::add":
-                        ok_args = ok_args and kwargs.get("alpha", 1) == 1
-                    for modules, want_shapes, want_dtypes, call in swaps.handlers[op]:
-                        if ok_args and swaps.stack[-1] in modules and shapes == want_shapes \
-                                and dtypes == want_dtypes:
-                            return call(tensors)
-                return func(*args, **kwargs)
-
-        return Mode()
+def _init(part: dict) -> list:
+    return family_init(part) if part["kind"] == "family" else []
 
 
 def _timed(fn, device: str, iters: int) -> float:
@@ -214,7 +95,7 @@ def run_request(req: dict) -> dict:
     tol = req["tolerance"].get(req["output_dtype"], 1e-4)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    ops = _OpSwaps(model)
+    ops = OpSwaps(model)
 
     def forward(mode_on: bool):
         ctx = ops.mode() if mode_on else contextlib.nullcontext()
@@ -232,10 +113,10 @@ def run_request(req: dict) -> dict:
         try:
             cls = _kernel_class(w["kernel_file"], w["key"])
             if part["swap"]["how"] == "module":
-                swap = _ModuleSwap(model, part, cls, device)
+                swap = ModuleSwap(model, part, cls, _init(part), device)
                 w["_on"], w["_off"] = swap.install, swap.remove
             else:
-                entry = ops.add(part, cls, device)
+                entry = ops.add(part, cls, _init(part), device)
                 op = part["swap"]["op"]
                 ops.discard(op, entry)
                 w["_on"] = lambda entry=entry, op=op: ops.handlers.setdefault(op, []).append(entry)

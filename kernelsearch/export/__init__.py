@@ -234,7 +234,10 @@ def export_cmd(
                                                     help="A kernel id (12 or k12); none: the best of --run.")] = None,
     name: Annotated[Optional[str], typer.Option(help="The kernel's name (default: problem-kID).")] = None,
     run: Annotated[Optional[str], typer.Option("--run", help="The run whose best kernel to export.")] = None,
-    force: Annotated[bool, typer.Option(help="Export a kernel that did not pass its evaluation.")] = False,
+    model: Annotated[Optional[str], typer.Option("--model", metavar="RUN", help=(
+        "A model run: its kernels verify accepted in the whole model, in one repository with patch(model)."))] = None,
+    force: Annotated[bool, typer.Option(help="Export a kernel that did not pass its evaluation; with --model, a "
+                                             "model run's kernels that were never verified in the model.")] = False,
     overwrite: Annotated[bool, typer.Option(help="Replace an export's files in a non-empty DIR (other files "
                                                  "there are kept).")] = False,
     license: Annotated[str, typer.Option(help="The license metadata.json and build.toml state.")] = "Apache-2.0",
@@ -242,10 +245,19 @@ def export_cmd(
 ) -> None:
     """Write a kernel in the Hugging Face `kernels` layout (loadable with kernels.get_local_kernel).
 
-    Not yet: `--model RUN` (a model run's kernels in one repository) waits on model runs (issue 20)."""
+    `--model RUN`: a model run's verified kernels in one repository, each a function named after its problem, with
+    `patch(model)` putting them into an instance of the model where the run's verify step put them; the README lists
+    the kernels verify left out, and why."""
     try:
-        done = export_kernel(db, kernel, hf, name=name, run_name=run, force=force, overwrite=overwrite,
-                             license=license)
+        if model is not None:
+            if kernel is not None or run is not None:
+                raise ExportError("--model RUN exports a model run's kernels; give no KERNEL_ID or --run with it")
+            from kernelsearch.export.model_layout import export_model
+
+            done = export_model(db, model, hf, name=name, force=force, overwrite=overwrite, license=license)
+        else:
+            done = export_kernel(db, kernel, hf, name=name, run_name=run, force=force, overwrite=overwrite,
+                                 license=license)
     except ExportError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from None
@@ -253,9 +265,26 @@ def export_cmd(
         orig = getattr(err, "orig", None) or err
         typer.echo(f"error: store {db}: SQLite says {str(orig).splitlines()[0] if str(orig) else orig!r}", err=True)
         raise typer.Exit(2) from None
+    if model is not None:
+        _say_model(done)
+        return
     if done["forced"]:
         typer.echo(f"warning: kernel {done['kernel_id']} did not pass its evaluation; exported with --force", err=True)
     typer.echo(f"exported k{done['kernel_id']} ({done['language']}, evaluation {done['evaluation_id']}) as "
                f"{done['name']} to {done['path']} (checksum {done['checksum'][:16]}...)")
     if done["compile_check"]:
         typer.echo(done["compile_check"])
+
+
+def _say_model(done: dict) -> None:
+    if done["forced"]:
+        typer.echo(f"warning: model run {done['run']}'s kernels were not verified in the model; exported with --force",
+                   err=True)
+    ks = ", ".join(f"{k['function']} (k{k['kernel_id']}, evaluation {k['evaluation_id']})" for k in done["kernels"])
+    x = done["speedup"]
+    typer.echo(f"exported {len(done['kernels'])} kernel(s) of model run {done['run']} as {done['name']} to "
+               f"{done['path']}: {ks}; patch(model) puts them in"
+               + (f" (end-to-end {x:.3g}x of eager as verified)" if x is not None else "")
+               + f" (checksum {done['checksum'][:16]}...)")
+    for x in done["left_out"]:
+        typer.echo(f"left out {x['key']}: {x['status']}: {x['reason']}")

@@ -2,8 +2,9 @@
 
 A Triton kernel becomes a loadable noarch build (`kernels.get_local_kernel(DIR)` on a CUDA machine); a CUDA C++
 (load_inline) kernel becomes the source layout kernel-builder builds, compile-checked with nvcc where it exists.
+`--model RUN` writes a model run's verified kernels as one repository with `patch(model)` (model_layout.py).
 The export's files and their checksum are recorded in the store (table kernelexport). Layout details:
-layout.py (shared), triton_layout.py, cuda_layout.py.
+layout.py (shared), triton_layout.py, cuda_layout.py, model_layout.py.
 """
 from __future__ import annotations
 
@@ -232,7 +233,8 @@ def export_cmd(
     hf: Annotated[Path, typer.Option("--hf", help="The directory to write (the `kernels` layout).")],
     kernel: Annotated[Optional[str], typer.Argument(metavar="[KERNEL_ID]",
                                                     help="A kernel id (12 or k12); none: the best of --run.")] = None,
-    name: Annotated[Optional[str], typer.Option(help="The kernel's name (default: problem-kID).")] = None,
+    name: Annotated[Optional[str], typer.Option(help="The kernel's name (default: problem-kID; with --model: the "
+                                                     "model file's stem and the run's name, llama-style-m1).")] = None,
     run: Annotated[Optional[str], typer.Option("--run", help="The run whose best kernel to export.")] = None,
     model: Annotated[Optional[str], typer.Option("--model", metavar="RUN", help=(
         "A model run: its kernels verify accepted in the whole model, in one repository with patch(model)."))] = None,

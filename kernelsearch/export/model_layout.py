@@ -186,7 +186,12 @@ def _choose(s, db: Path, run_name: str, force: bool) -> dict:
     for mp, kid, result in chosen:
         src = _read_source(s, db, str(kid), None, force)
         part = json.loads(mp.part_json)
-        init = tl.literal_init(family_init(part) if part.get("kind") == "family" else [])
+        try:
+            init = family_init(part) if part.get("kind") == "family" else []
+        except Exception as err:   # noqa: BLE001 - the family's, said in one line
+            raise ExportError(f"problem {mp.key}: its init inputs cannot be built ({type(err).__name__}: "
+                              f"{str(err).splitlines()[0] if str(err) else ''})") from None
+        init = tl.literal_init(init)
         kernels.append({"src": src, "key": mp.key, "spec": mp.spec, "part": part, "init": init, "verify": result,
                         "function": function_name(mp.key)})
     names = [k["function"] for k in kernels]

@@ -28,6 +28,14 @@ def norm_path(path: str) -> str:
     return re.sub(r"(?<=\.)\d+(?=\.|$)|^\d+(?=\.|$)", "*", path)
 
 
+def _submodule(model, path: str, part: dict):
+    try:
+        return model.get_submodule(path)
+    except AttributeError:
+        raise ValueError(f"the model has no module {path!r}, where {part.get('key')}'s kernel goes: it is not the "
+                         "model this kernel was found for (the same module paths are expected)") from None
+
+
 class ModuleSwap:
     """A module unit's kernel at every path the unit covers; install() puts them in, remove() the originals back."""
 
@@ -68,7 +76,7 @@ class ModuleSwap:
                 return y.reshape(*shape[:-1], y.shape[-1])
 
         Kernel.__name__ = Kernel.__qualname__ = f"Kernel_{swap['kind']}"
-        self.kernels = {path: Kernel(model.get_submodule(path)) for path in swap["paths"]}
+        self.kernels = {path: Kernel(_submodule(model, path, part)) for path in swap["paths"]}
 
     def install(self):
         for path, k in self.kernels.items():

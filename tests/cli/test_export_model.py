@@ -124,6 +124,10 @@ def test_the_export_patches_a_fresh_model_with_the_verified_kernels(finished, tm
     with torch.no_grad():
         assert torch.equal(first_tensor(model(*x)), ref)
     assert calls == {} and type(model.layers[0].norm).__name__ == "RMSNorm"
+    other = torch.nn.Sequential(torch.nn.Linear(64, 64))
+    with pytest.raises(ValueError, match="the model has no module 'layers.0.norm'"):
+        k.patch(other)   # not the run's model: said, and nothing is left installed
+    assert not other._forward_pre_hooks and "forward" not in vars(other)
     y = k.softmax_128x16_float32(x[0].reshape(-1, 16))   # the plain function
     torch.testing.assert_close(y, torch.softmax(x[0].reshape(-1, 16), dim=-1), rtol=1e-5, atol=1e-6)
 

@@ -6,9 +6,11 @@ the refusals, one line each.
 """
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ from kernelsearch.model.pipeline import start_model_run
 from kernelsearch.model.profile import first_tensor, load_model, model_inputs
 from kernelsearch.model.verify import rel_error
 
+ROOT = Path(__file__).resolve().parents[2]
 MODEL = Path(__file__).resolve().parent / "fixtures" / "norm_softmax_model.py"
 NORM, SOFTMAX = "rmsnorm-32x64-float32", "softmax-128x16-float32"
 
@@ -79,8 +82,17 @@ def test_the_export_patches_a_fresh_model_with_the_verified_kernels(finished, tm
     assert r.exit_code == 0, r.output
     assert "exported 2 kernel(s) of model run m" in r.output
     variant = out / "build" / "torch-cuda"
+    from kernels._rust import Backend, Build, Digest, DigestAlgorithm, Metadata
+
+    parsed = Metadata.read_from_file(variant / "metadata.json")   # kernels' own parsers and digest
+    assert str(parsed.name) == "norm-softmax-model-m" and parsed.digest is not None
+    assert Digest.hash_variant(DigestAlgorithm.SHA256, variant).files == parsed.digest.files == digest_files(variant)
+    assert {"__init__.py", "_swap.py", "winners/rmsnorm_32x64_float32.py", "winners/softmax_128x16_float32.py",
+            "norm_softmax_model_m/__init__.py"} <= set(parsed.digest.files)
+    assert "[torch-noarch]" in (out / "build.toml").read_text() and Build.open(out).general.backends == [Backend.CUDA]
+    assert (variant / "_swap.py").read_bytes() == (ROOT / "kernelsearch" / "model" / "swap.py").read_bytes()
+    assert subprocess.run(["sha256sum", "--quiet", "-c", "SHA256SUMS"], cwd=out).returncode == 0
     meta = json.loads((variant / "metadata.json").read_text())
-    assert meta["digest"]["files"] == digest_files(variant)   # what kernels checks at load
     ks = meta["kernelsearch"]
     assert ks["model_run"] == "m" and not ks["forced"] and ks["model_speedup"]["speedup"] > 0
     by_key = {k["key"]: k for k in ks["kernels"]}
@@ -100,6 +112,11 @@ def test_the_export_patches_a_fresh_model_with_the_verified_kernels(finished, tm
 
     k = _load(out)
     assert {"patch", "rmsnorm_32x64_float32", "softmax_128x16_float32"} <= set(k.__all__)
+    spec = importlib.util.spec_from_file_location("ks_test_model_compat", variant / "norm_softmax_model_m" /
+                                                  "__init__.py")
+    compat = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compat)
+    assert compat.patch is k.patch and compat.rmsnorm_32x64_float32 is k.rmsnorm_32x64_float32
     model, module = load_model(str(MODEL), "cpu", 0)
     x = model_inputs(module, "cpu", 11)
     with torch.no_grad():
@@ -157,6 +174,26 @@ def test_a_kernel_verify_left_out_is_not_exported_and_the_readme_says_why(finish
     handle = k.patch(model)
     assert type(model.layers[0].norm).__name__ == "RMSNorm"   # left in place
     handle.remove()
+
+
+def test_on_a_gpu_a_kernel_no_faster_than_eager_is_listed_as_left_out(finished, tmp_path):
+    """verify on a GPU is given only the best kernels faster than eager (pipeline._winners); the others are not
+    exported, and the README says why."""
+    db = _copy(finished, tmp_path)
+
+    def gpu(v):
+        v["problems"] = [p for p in v["problems"] if p["key"] != NORM]
+        v["accepted"], v["device"] = [SOFTMAX], "cuda"
+        return v
+    _edit_verify(db, gpu)
+    with sqlite3.connect(db) as con:   # its child run's best kernel: slower than eager
+        con.execute("UPDATE evaluation SET speedup = 0.8 WHERE kernel_id IN (SELECT k.id FROM kernel k JOIN run r "
+                    "ON r.id = k.run_id WHERE r.name = ?)", (f"m.{NORM}",))
+    out = tmp_path / "hf"
+    r = export(db, "--model", "m", "--hf", str(out))
+    assert r.exit_code == 0 and f"left out {NORM}: not_faster: its best kernel (0.8x of eager)" in r.output, r.output
+    assert "not faster than the operator it would replace" in (out / "README.md").read_text()
+    assert not (out / "build" / "torch-cuda" / "winners" / "rmsnorm_32x64_float32.py").exists()
 
 
 @pytest.mark.parametrize("args, fragment", [

@@ -135,7 +135,7 @@ def reference64(ref, inputs) -> torch.Tensor:
 def check(problem: Problem, case: Case, cand, inputs, want: torch.Tensor) -> float:
     with torch.no_grad():
         out = cand(*[t.clone() if isinstance(t, torch.Tensor) else t for t in inputs])
-    ratio = worst_ratio(out, want, *problem.tolerance(case.dtype))
+    ratio = worst_ratio(out, want, *problem.tolerance(case))
     del out
     return ratio
 

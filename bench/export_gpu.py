@@ -159,7 +159,7 @@ def check_outputs(sides: dict, ref, problem, case, device: str) -> str:
     if not all(torch.equal(a, b) for a, b in zip(_flat(got), _flat(cand))):
         raise RuntimeError("the exported function's output differs from the candidate's ModelNew on the same inputs")
     want, want_hi = references(ref, inputs)
-    atol, rtol = problem.tolerance(case.dtype)
+    atol, rtol = problem.tolerance(case)
     c = compare(got, want, want_hi, atol, rtol)
     if not c.ok:
         raise RuntimeError(f"the exported function's output does not match the reference: {c.reason}")

@@ -36,7 +36,7 @@ def main() -> None:
     prob = load_problem({"builtin": fam})
     device = "cuda" if torch.cuda.is_available() else "cpu"
     case = prob.cases_for("gpu" if device == "cuda" else "cpu")[-1]
-    atol, rtol = prob.stability_tolerance(case.dtype)
+    atol, rtol = prob.stability_tolerance(case)
     space = prob.family.SPACE
     init = prob.build_init_inputs(case)
     ref = prob.module.Model(*init).to(device)

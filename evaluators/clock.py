@@ -63,7 +63,7 @@ def time_sides(j) -> dict:
     cuda = j.mode == "cuda"
     case = j.problem.timed_case if cuda else j.problem.cpu_timed_case()
     seed = derive_seed(j.secret, "timing")
-    atol, rtol = j.problem.tolerance(case.dtype)
+    atol, rtol = j.problem.tolerance(case)
 
     def inputs_of(b: int, k: int) -> list:
         return j.problem.build_inputs(case, derive_seed(seed, b, k), j.device)

@@ -30,6 +30,9 @@ class FamilySpec:
     bytes_moved: Callable[[Case], float]               # the fewest bytes a case must move
     # (atol, rtol) per dtype, over problem.DEFAULT_TOLERANCES
     tolerances: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    # (atol, rtol) of one case where its dtype's pair is not enough (matmul: an fp32 dot's rounding error grows with
+    # K); None: every case takes its dtype's
+    case_tolerance: Callable[[Case], tuple[float, float]] | None = None
     stability: tuple[str, ...] = STABILITY             # the stability inputs checked
     # per dtype; by default ten times the plain tolerance (Problem.stability_tolerance)
     stability_tolerances: Mapping[str, tuple[float, float]] = field(default_factory=dict)
@@ -43,6 +46,8 @@ class FamilySpec:
             raise ValueError(f"FamilySpec.cases: case names repeated: {', '.join(repeated)}")
         if not any(c.timed for c in self.cases):
             raise ValueError("FamilySpec.cases: no case is marked timed=True")
+        if self.case_tolerance is not None and not callable(self.case_tolerance):
+            raise TypeError(f"FamilySpec.case_tolerance is {type(self.case_tolerance).__name__}, not a function")
         for name in ("make_inputs", "init_inputs", "flops", "bytes_moved"):
             if not callable(getattr(self, name)):
                 raise TypeError(f"FamilySpec.{name} is {type(getattr(self, name)).__name__}, not a function")

@@ -258,7 +258,7 @@ class Judge:
         self._add_s("warm", t0)
 
     def _check_case(self, case: Case) -> None:
-        atol, rtol = self.problem.tolerance(case.dtype)
+        atol, rtol = self.problem.tolerance(case)
         for trial in range(self.s.trials):
             seed = derive_seed(self.secret, case.name, trial)
             ref = self._build(case, seed, "correctness", [(self.cand, "eager")])
@@ -290,7 +290,7 @@ class Judge:
         for i, inputs in enumerate(sets):
             views = self._put(self.cand, 0, inputs, "correctness")
             outs.append(self._call(0, inputs, views, f"ModelNew.forward (repeat call {i})"))
-        atol, rtol = self.problem.tolerance(case.dtype)
+        atol, rtol = self.problem.tolerance(case)
         for i, inputs in enumerate(sets):
             cmp = compare(outs[i], *references(ref, inputs), atol, rtol)
             if not cmp.ok:
@@ -307,7 +307,7 @@ class Judge:
                 raise failure
 
     def _stability_one(self, case: Case, name: str) -> CandidateFailure | None:
-        atol, rtol = self.problem.stability_tolerance(case.dtype)
+        atol, rtol = self.problem.stability_tolerance(case)
         seed = derive_seed(self.secret, case.name, "stability", name)
         ref = self._build(case, seed, "correctness", [(self.cand, "eager")])
         inputs = stability_inputs(name, self.problem.build_inputs(case, seed, self.device), case.dtype, seed)

@@ -58,6 +58,7 @@ class Problem:
     reference_source: str
     cases: list[Case]
     tolerances: dict[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
+    case_tolerance: Callable[[Case], tuple[float, float]] | None = None   # a family's per-case rule (FamilySpec)
     make_inputs: Callable[[Case, torch.Generator], list] | None = None   # None: the module's get_inputs()
     init_inputs: Callable[[Case], list] | None = None                  # None: the module's get_init_inputs()
     flops: Callable[[Case], float] | None = None
@@ -111,14 +112,18 @@ class Problem:
             return list(self.init_inputs(case))
         return list(self.module.get_init_inputs())
 
-    def tolerance(self, dtype: str) -> tuple[float, float]:
-        return self.tolerances.get(dtype, DEFAULT_TOLERANCES.get(dtype, (1e-5, 1e-4)))
+    def tolerance(self, case: Case | str) -> tuple[float, float]:
+        """(atol, rtol) of a case (the family's per-case rule where it has one) or of a dtype."""
+        if isinstance(case, Case):
+            return self.case_tolerance(case) if self.case_tolerance else self.tolerance(case.dtype)
+        return self.tolerances.get(case, DEFAULT_TOLERANCES.get(case, (1e-5, 1e-4)))
 
-    def stability_tolerance(self, dtype: str) -> tuple[float, float]:
+    def stability_tolerance(self, case: Case | str) -> tuple[float, float]:
         """Looser than the plain tolerance, stated per problem: by default ten times it."""
+        dtype = case.dtype if isinstance(case, Case) else case
         if dtype in self.stability_tolerances:
             return self.stability_tolerances[dtype]
-        atol, rtol = self.tolerance(dtype)
+        atol, rtol = self.tolerance(case)
         return atol * 10, rtol * 10
 
     @property
@@ -198,6 +203,7 @@ def load_family(name: str) -> Problem:
         reference_source=(folder / "reference.py").read_text(),
         cases=list(spec.cases),
         tolerances={**DEFAULT_TOLERANCES, **spec.tolerances},
+        case_tolerance=spec.case_tolerance,
         make_inputs=spec.make_inputs,
         init_inputs=spec.init_inputs,
         flops=spec.flops,

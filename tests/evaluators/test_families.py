@@ -76,7 +76,7 @@ def check(problem: Problem, case: Case, source: str, tmp_path: Path, seed: int =
         return f"returned {type(out).__name__}, not a tensor"
     if out.dtype != expect.dtype:
         return f"dtype {out.dtype} != {expect.dtype}"
-    return mismatch(out, want, *problem.tolerance(case.dtype))
+    return mismatch(out, want, *problem.tolerance(case))
 
 
 def _cases(name: str) -> list[Case]:

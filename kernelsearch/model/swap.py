@@ -171,6 +171,8 @@ class Patch:
     units, the model's forward run under their mode. remove() puts the model back as it was."""
 
     def __init__(self, model, swaps, device=None):
+        if getattr(model, "_kernelsearch_patch", None) is not None:
+            raise ValueError("the model is patched already: remove() that patch first")
         if device is None:
             first = next(iter(model.parameters()), None)
             device = first.device if first is not None else "cpu"
@@ -198,8 +200,11 @@ class Patch:
                     return inner(*args, **kwargs)
 
             model.forward = forward
+        model._kernelsearch_patch = self
 
     def remove(self) -> None:
+        if getattr(self.model, "_kernelsearch_patch", None) is self:
+            del self.model._kernelsearch_patch
         for m in reversed(self.modules):
             m.remove()
         self.modules = []

@@ -131,6 +131,8 @@ def test_the_export_patches_a_fresh_model_with_the_verified_kernels(finished, tm
         mod.ModelNew.forward = counted
     handle = k.patch(model)
     assert type(model.layers[0].norm.k) is k._MODULES[NORM].ModelNew
+    with pytest.raises(ValueError, match="patched already"):
+        k.patch(model)
     with torch.no_grad():
         out_patched = first_tensor(model(*x))
     assert calls == {NORM: 3, SOFTMAX: 2}   # 3 RMSNorm modules, a softmax in each of the 2 blocks

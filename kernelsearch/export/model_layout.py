@@ -171,7 +171,7 @@ def _choose(s, db: Path, run_name: str, force: bool) -> dict:
         else:
             unverified.append((mp, best[0].id, None))
     if not chosen:
-        why = ("its verify step has not run (stage " + mr.stage + ")") if verify is None else \
+        why = f"its verify step has not run; the model run is at stage {mr.stage!r}" if verify is None else \
             f"its verify step failed: {verify['error']}" if "error" in verify else \
             "verify accepted none of its kernels" + (": " + "; ".join(f"{x['key']} {x['status']}" for x in left_out)
                                                      if left_out else "")

@@ -117,8 +117,9 @@ class OfflineProvider:
         base = space.params_of(h.get("seed_code") or "")
         params = meta.get("params")
         fixed = set(meta.get("fixed") or [])
-        if meta.get("first_kernel"):   # first kernels of a family run with `starter: none`: the space's default
-            params, fixed = dict(space.default), set()
+        if meta.get("first_kernel"):   # first kernels with no starter: the space's default at the timed shape
+            timed = next((c for c in cases if c.timed), None)
+            params, fixed = (space.default_for(timed, cases) if timed else dict(space.default)), set()
         elif params is None:   # an idea written elsewhere: match a move by its title, else a random applicable one
             rng = random.Random(f"{self.seed}/match/{idea['title']}")
             options = space.applicable(base, cases)

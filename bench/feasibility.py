@@ -4,6 +4,10 @@ for the H200 (evaluators/aot.py), and the verdict compared with the model's.
 
     python3 bench/feasibility.py rmsnorm --sample 24 --seed 0 [--cases wide-fp16,timed] [--jsonl out.jsonl]
     python3 bench/feasibility.py cross_entropy --points '[{"variant": "online", "BLOCK": 32768, "num_stages": 4}]'
+    python3 bench/feasibility.py softmax --at rows=131072,cols=512,dtype=bfloat16 --cases model
+
+`--at` takes the family at a model's shape (its correctness cases and the `model` case) and adds the starter a
+search there seeds with (the space's `default_for`) to the points, beside the tuned default.
 
 Compiled infeasible: the launcher raised before any launch (its own refusal), a kernel failed to compile or is out
 of resources (shared memory past 227 KB, registers x threads past 64K), or a kernel spills (ptxas -v). The table
@@ -23,7 +27,7 @@ import time
 os.environ.pop("TRITON_INTERPRET", None)   # compiled for sm_90, not interpreted
 
 from kernelsearch.evaluators.aot import aot_report_inprocess  # noqa: E402
-from kernelsearch.evaluators.problem import load_family  # noqa: E402
+from kernelsearch.evaluators.problem import load_family, load_problem  # noqa: E402
 
 
 def compiled_verdict(report: dict) -> tuple[bool, str]:
@@ -66,12 +70,16 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cases", help="comma-separated case names (default: every case)")
     ap.add_argument("--jsonl", help="append one JSON line per (point, case) here")
+    ap.add_argument("--at", help="the family at a model's shape, 'rows=131072,cols=512,dtype=bfloat16'; adds the "
+                                 "starter there (default_for) and the default to the points")
     args = ap.parse_args(argv)
 
-    problem = load_family(args.family)
+    problem = load_problem(f"{args.family}@{args.at}") if args.at else load_family(args.family)
     space = problem.family.SPACE
     points = [{**space.default, **c} for c in json.loads(args.points or "[]")]
     points += sample_points(space, args.sample, args.seed)
+    if args.at:
+        points += [dict(space.default), space.default_for(problem.timed_case, problem.cases)]
     if not points:
         points = [dict(space.default)]
     cases = [c for c in problem.cases if not args.cases or c.name in args.cases.split(",")]

@@ -96,10 +96,12 @@ class ModelNew(torch.nn.Module):
 
 
 def adapted_space(family: str, traced: Traced, body: list[str], summary: str, default: dict | None = None,
-                  fits: Callable[[dict], bool] | None = None, space_module: str | None = None) -> SearchSpace:
+                  fits: Callable[[dict], bool] | None = None, space_module: str | None = None,
+                  case: Case | None = None) -> SearchSpace:
     """`family`'s search space whose every kernel ends with a ModelNew of the problem's constructor and forward,
-    whose forward is `body` (lines calling the family's public function). `default` overrides the family's starter
-    where the problem's shape needs another; `fits` drops points that cannot run at the problem's shape."""
+    whose forward is `body` (lines calling the family's public function). The starter is the family's point for
+    the problem's shape `case` (its space's `default_for`: a 512-wide softmax row does not start from the 32000-wide
+    one's 32 warps), `default` overriding it where given; `fits` drops points that cannot run at the shape."""
     from kernelsearch.evaluators.pointwise import DEFAULT_INIT
 
     fam = importlib.import_module(f"kernelsearch.evaluators.families.{space_module or family}.space").SPACE
@@ -111,7 +113,7 @@ def adapted_space(family: str, traced: Traced, body: list[str], summary: str, de
         code = fam.template(p)
         return code.replace("class ModelNew(", "class _FamilyModelNew(", 1).rstrip("\n") + adapter
 
-    start = {**fam.default, **(default or {})}
+    start = {**(fam.default_for(case) if case is not None else fam.default), **(default or {})}
     # the family's own limits model reads its own cases' dimensions; here the problem's shape decides (`fits`)
     return SearchSpace(params=fam.params, default=start, template=template, moves=fam.moves, tuning=fam.tuning,
                        cases=(ANY_CASE,),
@@ -152,11 +154,12 @@ def _softmax(traced: Traced) -> Match | None:
     body = [f"return {call}" if d == nd - 1 else f"return {call}.movedim(-1, {d})"]
     summary = f"softmax over dim {d} of {_shape(x)}"
     block = max(triton_next_pow2(cols), 16)
-    # a row too wide for registers (two rows for the pipelined kernel) starts from the online sweep
-    default = None if block <= 32768 else {"variant": "online", "BLOCK": 4096, "num_warps": 16, "stats": "lane"}
+    # (the family's rule for other shapes starts a row too wide for registers from the online sweep, short rows
+    # packed a few a program)
     fits = (lambda p: not (p["variant"] == "pipelined" and block > 32768)
             and not (p["variant"] == "single" and block * p["ROWS"] > 65536))
-    return Match("softmax", summary, adapted_space("softmax", traced, body, summary, default, fits))
+    return Match("softmax", summary, adapted_space("softmax", traced, body, summary, fits=fits,
+                                                   case=_rows_case(x, cols)))
 
 
 def _sum(traced: Traced) -> Match | None:
@@ -260,7 +263,7 @@ def _with_helper(space: SearchSpace, helper: str) -> SearchSpace:
         return code[:at] + "\n" + helper.rstrip("\n") + code[at:]
 
     return SearchSpace(params=space.params, default=space.default, template=template, moves=space.moves,
-                       tuning=space.tuning, cases=space.cases, limits=space.limits)
+                       tuning=space.tuning, cases=space.cases, limits=space.limits, shaped=space.shaped)
 
 
 def _layernorm(traced: Traced) -> Match | None:
@@ -282,7 +285,8 @@ def _layernorm(traced: Traced) -> Match | None:
     summary = f"layer norm over the last {n_dims} dims of {_shape(x)}"
     # few, very wide rows (KernelBench's 16 rows of 4M): the split kernel of layernorm_crfm's starter
     wide = cols > 65536
-    space = adapted_space("layernorm", traced, body, summary, space_module="layernorm_crfm" if wide else None)
+    space = adapted_space("layernorm", traced, body, summary, space_module="layernorm_crfm" if wide else None,
+                          case=None if wide else _rows_case(x, cols))
     return Match("layernorm", summary, space)
 
 
@@ -331,7 +335,8 @@ def _rmsnorm(traced: Traced) -> Match | None:
            f"device={x.name}.device), {eps!r})"
     body = [f"return {call}" if d == nd - 1 else f"return {call}.movedim(-1, {d})"]
     summary = f"RMS norm over dim {d} of {_shape(x)} (no weight)"
-    return Match("rmsnorm", summary, adapted_space("rmsnorm", traced, body, summary))
+    return Match("rmsnorm", summary, adapted_space("rmsnorm", traced, body, summary,
+                                                   case=_rows_case(x, x.shape[d])))
 
 
 def _gemm_epilogue(traced: Traced) -> Match | None:
@@ -414,6 +419,12 @@ def _reduce_other(traced: Traced) -> Match | None:
 
 
 _FAMILY_MATCHERS = (_softmax, _sum, _matmul, _layernorm, _cross_entropy, _rmsnorm, _gemm_epilogue, _reduce_other)
+
+
+def _rows_case(x, cols: int) -> Case:
+    """The problem's shape as a family's rows x cols case (rows: every other dim), for its starter at that shape."""
+    return Case("problem", {"rows": math.prod(x.shape) // max(cols, 1), "cols": cols},
+                str(x.dtype).removeprefix("torch."), timed=True)
 
 
 def _result(traced: Traced):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import math
 import sys
 import types
 from dataclasses import dataclass, field
@@ -463,19 +464,18 @@ MODEL_CASE_CPU_ELEMENTS = 1 << 18   # a model's case this small is also run by t
 
 
 def family_at(name: str, params: dict[str, Any], dtype: str) -> Problem:
-    """A built-in family whose timed case is a model's real shape (`params`, `dtype`): its own small and odd cases
-    still check correctness; the model's case is last, timed, and run on the CPU too when it is small."""
+    """A built-in family timed at a model's real shape (`params`, `dtype`), after its own small and odd cases; run on
+    the CPU too when small; round 0 starts from its space's point for that shape (`default_for`, else starter.py)."""
     problem = load_family(name)
     want = set(problem.timed_case.params)
     if set(params) - want or not set(params) >= {k for k in want if k not in ("batch",)}:
         raise ProblemError(f"problem {name}@...: family {name!r} takes the sizes {', '.join(sorted(want))}, "
                            f"not {', '.join(sorted(params))}")
-    elements = 1
-    for v in params.values():
-        elements *= int(v) if isinstance(v, int) else 1
+    elements = math.prod(int(v) for v in params.values() if isinstance(v, int))
     case = Case("model", dict(params), dtype=dtype, timed=True, cpu=elements <= MODEL_CASE_CPU_ELEMENTS)
     problem.cases = [c for c in problem.cases if not c.timed] + [case]
     problem.ref = {"builtin": name, "shape": dict(params), "dtype": dtype}
+    problem.starter_source = problem.family.SPACE.render(problem.family.SPACE.default_for(case, problem.cases))
     return problem
 
 

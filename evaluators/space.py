@@ -19,6 +19,7 @@ indentation) and sets it at that line's indentation; the snippets shared by seve
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 import textwrap
@@ -177,6 +178,48 @@ def next_pow2(n: int) -> int:
     return 1 << max(int(n) - 1, 0).bit_length()
 
 
+ELEMENT_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def row_tile(cols: int, dtype: str, program_bytes: int, thread_bytes: int, warps: Sequence[int],
+             max_rows: int = 8) -> tuple[int, int, int]:
+    """(BLOCK, ROWS, num_warps) for whole rows of `cols` held in registers, one tile a program: BLOCK the row's next
+    power of two (as the launchers size it); ROWS rows packed so that a program reads about `program_bytes` of x
+    (at most `max_rows`, at least one); warps so that each thread holds about `thread_bytes` of them, the nearest
+    of `warps` (the family's values). A family passes the ratios its tuned default has at its timed case, so a
+    short row gets the tile's bytes and threads the default had, not a 32-warp program for 512 elements."""
+    size = ELEMENT_BYTES.get(dtype, 4)
+    block = max(next_pow2(cols), 16)
+    rows = max(1, min(max_rows, program_bytes // (block * size)))
+    want = max(1, block * rows * size // (32 * thread_bytes))
+    return block, rows, min(warps, key=lambda w: (abs(w.bit_length() - want.bit_length()), w))
+
+
+def packed_rows(case: Case, cases: Sequence[Case], base: dict[str, Any], limits: Callable, program_bytes: int,
+                thread_bytes: int, warps: Sequence[int], block_values: Sequence[int]) -> dict[str, Any] | None:
+    """The whole-rows tile of `row_tile` at `case`, as parameters over `base` (`ROWS`, `num_warps`, and `BLOCK`
+    the row's next power of two within `block_values`), that the family's `limits` accept at every one of `cases`
+    (one kernel runs them all: rows packed for a narrow case must not break a wide one, nor spill there on too few
+    warps). Of 8, 4, 2 or 1 rows, each on the fewest warps from its tile's up that fit: the one whose threads hold
+    the most of `case`'s elements, up to the `thread_bytes` aimed at; among those that reach it, the one nearest
+    `program_bytes` a program; then the fewest warps. None where nothing fits."""
+    best, score = None, None
+    target = max(1, thread_bytes // ELEMENT_BYTES.get(case.dtype, 4))
+    for most in (8, 4, 2, 1):
+        block, rows, w0 = row_tile(case.params["cols"], case.dtype, program_bytes, thread_bytes, warps, most)
+        for w in [w for w in warps if w >= w0]:
+            point = {**base, "ROWS": rows, "num_warps": w,
+                     "BLOCK": min(max(block, block_values[0]), block_values[-1])}
+            if all(limits(point, c) is None for c in cases):
+                held = min(target, rows * block / (32 * w))
+                near = -abs(math.log2(rows * block * ELEMENT_BYTES.get(case.dtype, 4) / program_bytes))
+                key = (held, near if held >= target else 0.0, -w)
+                if score is None or key > score:
+                    best, score = point, key
+                break
+    return best
+
+
 def register_limit(held: int, num_warps: int, what: str) -> str | None:
     """The reason a kernel holding `held` fp32 values a thread on num_warps warps spills (`what` says which), or
     None."""
@@ -226,6 +269,10 @@ class SearchSpace:
     # why a point cannot run at one case on an H200 (sm_90: registers, shared memory, a launcher's refusal), or
     # None: the family's feasibility model. No move, no branch and no evaluation lands on a point it refuses
     limits: Callable[[dict[str, Any], Case], str | None] = lambda p, case: None
+    # the starter's knobs at a shape the default was not tuned for (a model's, a matched KernelBench problem's):
+    # (case, every case the kernel must run: the problem's) -> the parameters that differ from `default` there;
+    # None: the default at every shape (`default_for`)
+    shaped: Callable[[Case, Sequence[Case]], dict[str, Any]] | None = None
     _bodies: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
     _verdicts: dict[str, str | None] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -247,6 +294,22 @@ class SearchSpace:
 
     def feasible(self, params: dict[str, Any], cases: Sequence[Case] | None = None) -> bool:
         return self.infeasible(params, cases) is None
+
+    def default_for(self, case: Case, cases: Sequence[Case] = ()) -> dict[str, Any]:
+        """The starter at `case`'s shape: the tuned default at a shape the family was tuned for (one of its own timed
+        cases), or where it has no `shaped` rule; else the default with the rule's knobs, where the feasibility model
+        accepts that point at `case` and at `cases` (the problem's other cases), the default otherwise."""
+        tuned = any(c.timed and c.params == case.params and c.dtype == case.dtype for c in self.cases)
+        if tuned or self.shaped is None:
+            return dict(self.default)
+        point = {**self.default, **self.shaped(case, [case, *cases])}
+        try:
+            self.validate(point)   # (a space derived from another may lack a value the rule picks)
+        except ValueError:
+            return dict(self.default)
+        if self.body(point) == self.body(self.default) or not self.feasible(point, [case, *cases]):
+            return dict(self.default)   # (the same kernel: the family's starter.py, byte for byte)
+        return point
 
     def body(self, params: dict[str, Any]) -> str:
         """The kernel `params` render to, without the header: two parameter sets that differ only in knobs their

@@ -25,7 +25,16 @@ from __future__ import annotations
 import math
 
 from kernelsearch.evaluators.families.layernorm.spec import CASES
-from kernelsearch.evaluators.space import Move, SearchSpace, evict, fill, next_pow2, num_programs, programs_per_sm
+from kernelsearch.evaluators.space import (
+    Move,
+    SearchSpace,
+    evict,
+    fill,
+    next_pow2,
+    num_programs,
+    packed_rows,
+    programs_per_sm,
+)
 
 _PROLOGUE = '''import math
 import os
@@ -505,6 +514,18 @@ def limits(p: dict, case) -> str | None:
     return None
 
 
+def shaped(case, cases) -> dict:
+    """The starter's knobs at another shape than the timed 8192 x 4096 bf16 (a model's, a matched problem's): the
+    rows in registers with the tile the default has there, 16 KB a program (two 4096-wide bf16 rows) on 8 warps,
+    64 B a thread, so short rows pack more a program and long ones fewer: as many as `limits` accepts at every one
+    of `cases`. (The registers of `single` are not modelled yet: the launcher's 65536 elements decide.)"""
+    if "cols" not in case.params:   # layernorm_crfm's shapes: its own default
+        return {}
+    point = packed_rows(case, cases, {**DEFAULT, "variant": "single"}, limits, 16384, 64,
+                        [w for w in PARAMS["num_warps"] if w <= 16], PARAMS["BLOCK"])
+    return {} if point is None else point
+
+
 def make_space(interface: str, default: dict | None = None, variants: list[str] | None = None,
                cases=()) -> SearchSpace:
     """The space behind one ModelNew interface; `variants` drops the ones that cannot serve its shapes."""
@@ -513,7 +534,8 @@ def make_space(interface: str, default: dict | None = None, variants: list[str] 
     return SearchSpace(params=params, default=dict(default or DEFAULT), template=make_template(interface),
                        moves=moves,
                        tuning=["num_warps", "num_stages", "BLOCK", "ROWS", "programs_per_sm", "SPLIT_CHUNK",
-                               "APPLY_ROWS"], cases=cases, limits=limits)
+                               "APPLY_ROWS"], cases=cases, limits=limits,
+                       shaped=shaped if interface == "llm" else None)
 
 
 SPACE = make_space("llm", variants=["single", "welford", "two_pass", "split"], cases=CASES)  # (coop: for rows past registers)

@@ -17,6 +17,7 @@ from kernelsearch.evaluators.space import (
     fill,
     next_pow2,
     num_programs,
+    packed_rows,
     per_thread,
     programs_per_sm,
     register_limit,
@@ -219,6 +220,18 @@ def limits(p: dict, case: Case) -> str | None:
     return register_limit(held, p["num_warps"], f"chunks of {p['BLOCK']} on {p['num_warps']} warps")
 
 
-SPACE = SearchSpace(params=PARAMS, default=DEFAULT, template=_template, moves=_moves(),
+def shaped(case, cases) -> dict:
+    """The starter's knobs at another shape than the timed 8192 x 4096 bf16 (a model's, a matched problem's): the
+    rows in registers with the tile the default has there, 8 KB a program (one 4096-wide bf16 row) on 8 warps,
+    32 B a thread, so short rows pack several a program on fewer warps: as many as `limits` accepts at every one
+    of `cases` (one kernel runs them all: beside the family's 16384-wide case, none)."""
+    point = packed_rows(case, cases, {**DEFAULT, "variant": "single"}, limits, 8192, 32,
+                        [w for w in PARAMS["num_warps"] if w <= 16], PARAMS["BLOCK"])
+    if point is None:   # a row past registers at some case: the chunked sweep
+        return {"variant": "chunked", "BLOCK": 4096, "num_warps": 8}
+    return point
+
+
+SPACE = SearchSpace(params=PARAMS, default=DEFAULT, template=_template, moves=_moves(), shaped=shaped,
                     tuning=["num_warps", "num_stages", "BLOCK", "ROWS", "programs_per_sm"],
                     cases=CASES, limits=limits)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kernelsearch.evaluators.families.softmax.spec import CASES
 from kernelsearch.evaluators.space import (
+    ELEMENT_BYTES,
     PIPELINED_ROWS,
     Move,
     SearchSpace,
@@ -16,7 +17,9 @@ from kernelsearch.evaluators.space import (
     fill,
     next_pow2,
     num_programs,
+    packed_rows,
     programs_per_sm,
+    row_tile,
     tl_exp,
 )
 
@@ -307,6 +310,33 @@ DEFAULT = {"variant": "pipelined", "BLOCK": 2048, "ROWS": 1, "num_warps": 32, "n
            "SPLIT": 4}
 
 
+def shaped(case, cases) -> dict:
+    """The starter's knobs at another shape than the timed 4096 x 32000 bf16 (a model's, a matched problem's). The
+    default holds a 64 KB row on 1024 threads (64 B a thread) and sizes its block to the row, so a short row leaves
+    most of them idle (a 1 KB bf16 row of 512: 1024 threads for 512 elements, half of them holding none). So:
+    - rows too wide for two in registers (past 32768 columns): the online sweep, 16 warps, 4096-wide chunks;
+    - rows of 8 KB and more: the default's pipelined row, warps scaled to the row (64 B a thread, as tuned) and
+      as many programs per SM as keep its 32 warps on each SM;
+    - shorter rows: `single`, ROWS rows a program packed to about 8 KB of x, as many as the launcher takes at the
+      widest of `cases` (the problem's correctness cases run the same kernel), 32 B a thread (16 bf16 or 8 fp32
+      elements: two 128-bit loads), one program per row group, programs_per_sm set to fill an SM's 64 warps should
+      a move make the grid persistent. 131072 rows of 512 bf16 beside the family's 32000-wide case: 2 rows on 2
+      warps, 65536 programs of 2 KB, up to 32 resident a SM (64 warps: full occupancy, 64 KB of x in flight).
+    """
+    cols = case.params["cols"]
+    block = max(next_pow2(cols), 16)
+    if block > 32768:
+        return {"variant": "online", "BLOCK": 4096, "num_warps": 16, "stats": "lane"}
+    if block * ELEMENT_BYTES.get(case.dtype, 4) >= 8192:
+        _, _, warps = row_tile(cols, case.dtype, 65536, 64, PARAMS["num_warps"], max_rows=1)
+        return {"variant": "pipelined", "num_warps": warps, "programs_per_sm": min(8, max(1, 32 // warps))}
+    point = packed_rows(case, cases, {**DEFAULT, "variant": "single", "persistent": False}, limits, 8192, 32,
+                        PARAMS["num_warps"][:-1], PARAMS["BLOCK"])
+    if point is None:
+        return {}
+    return {**point, "programs_per_sm": min(8, 64 // point["num_warps"])}
+
+
 def _moves() -> list[Move]:
     chunked = lambda p: p["variant"] != "single"  # noqa: E731
     moves = [
@@ -396,6 +426,6 @@ def limits(p: dict, case) -> str | None:
     return None
 
 
-SPACE = SearchSpace(params=PARAMS, default=DEFAULT, template=_template, moves=_moves(),
+SPACE = SearchSpace(params=PARAMS, default=DEFAULT, template=_template, moves=_moves(), shaped=shaped,
                     tuning=["num_warps", "num_stages", "BLOCK", "programs_per_sm", "SPLIT"],
                     cases=CASES, limits=limits)

@@ -17,7 +17,8 @@ from kernelsearch.evaluators.families.softmax_crfm.spec import CASES
 # (8 rows: 2 MB of registers; the H200 search's branch at ROWS 8 ran past its 60 s timeout compiling), so the
 # moves that pack rows are not offered here, nor the pipelined variant (a row and the next in registers: 512 KB)
 _MOVES = [m for m in _SOFTMAX.moves if m.changes.get("ROWS", 1) == 1 and m.changes.get("variant") != "pipelined"]
-SPACE = dataclasses.replace(_SOFTMAX, moves=_MOVES, cases=CASES,
+# (the starter is the coop kernel at every shape: softmax's rule for other shapes starts from softmax's variants)
+SPACE = dataclasses.replace(_SOFTMAX, moves=_MOVES, cases=CASES, shaped=None,
                             params={**_SOFTMAX.params,
                                     "variant": [v for v in _SOFTMAX.params["variant"] if v != "pipelined"]},
                             default={**DEFAULT, "variant": "coop", "SPLIT": 2, "BLOCK": 16384, "num_warps": 16,

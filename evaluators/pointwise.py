@@ -144,7 +144,9 @@ def _clamp(a: str, lo, hi) -> str:
 class Operand:
     """A tensor the kernel reads: the host expression that gives it (a forward argument, `self.bias`, an earlier
     kernel's result) and how it meets the output: `full` (the output's shape), `row` (a vector along the last dim,
-    broadcast over the rows: a bias) or `one` (one element, broadcast everywhere)."""
+    broadcast over the rows: a bias), `tail` (the output's trailing dims, broadcast over the leading ones: an
+    attention mask of seq x seq added to batch x heads x seq x seq, read at offs % its numel) or `one` (one element,
+    broadcast everywhere)."""
 
     expr: str
     kind: str
@@ -175,6 +177,10 @@ def _kind(shape: tuple, out: tuple) -> str | None:
         return "one"
     if out and shape and shape[-1] == out[-1] and math.prod(shape) == out[-1] and len(shape) <= len(out):
         return "row"
+    while shape and shape[0] == 1:
+        shape = shape[1:]
+    if 1 < len(shape) < len(out) and tuple(out[-len(shape):]) == shape:
+        return "tail"
     return None
 
 
@@ -389,6 +395,7 @@ DEFAULT_INIT = "    def __init__(self, *args, **kwargs):\n        super().__init
 _LOADS = {
     "full": "{x} = tl.load({x}_ptr + offs, mask=mask, other=0.0{hint}).to(tl.float32)",
     "row": "{x} = tl.load({x}_ptr + offs % n_cols, mask=mask, other=0.0).to(tl.float32)",   # a bias: stays in L1/L2
+    "tail": "{x} = tl.load({x}_ptr + offs % {x}_n, mask=mask, other=0.0).to(tl.float32)",   # read once a leading index
     "one": "{x} = tl.load({x}_ptr).to(tl.float32)",
 }
 
@@ -398,6 +405,7 @@ def render_kernel(pg: PointwiseGraph, p: dict, prefix: str = "") -> str:
     helpers this text shares names with other templates' (`_num_programs`), where it is pasted after one."""
     xs = [f"x{i}" for i in range(len(pg.operands))]
     ss = [f"s{i}" for i in range(len(pg.numbers))]
+    tails = [f"{x}_n" for x, o in zip(xs, pg.operands) if o.kind == "tail"]   # the numel each tail operand wraps at
     hint = evict("evict_first", p["cache_hints"])
     loads = "\n".join(_LOADS[o.kind].format(x=x, hint=hint) for x, o in zip(xs, pg.operands))
     body = fill(_LOADS_AND_MATH, {"LOADS": loads, "LINES": "\n".join(pg.lines), "RESULT": pg.result,
@@ -407,13 +415,13 @@ def render_kernel(pg: PointwiseGraph, p: dict, prefix: str = "") -> str:
     kernel = _FLAT if p["variant"] == "flat" else _PERSISTENT
     text = fill(_PROLOGUE + kernel + _HOST, {
         "WHAT": f"{pg.describe()}; {per_thread} elements a thread",
-        "PARAMS": ", ".join([f"{x}_ptr" for x in xs] + ss),
+        "PARAMS": ", ".join([f"{x}_ptr" for x in xs] + tails + ss),
         "BODY": body, "BLOCK": p["BLOCK"], "ITERS": p["ITERS"] if p["variant"] == "flat" else 1,
         "num_warps": p["num_warps"],
         "NUM_PROGRAMS": num_programs(p["programs_per_sm"] if p["variant"] == "persistent" else 4),
         "ARGS": ", ".join(xs + ss),
         "CONTIGUOUS": "\n".join(f"{x} = {x}.contiguous()" for x in xs),
-        "OUT_DTYPE": out_dtype, "CALL": ", ".join(xs + ss),
+        "OUT_DTYPE": out_dtype, "CALL": ", ".join(xs + [f"{t.removesuffix('_n')}.numel()" for t in tails] + ss),
     })
     if prefix:
         text = re.sub(r"\b(_num_programs|_SMS|_grid)\b", lambda m: prefix + m.group(1), text)

@@ -178,3 +178,21 @@ def test_mean_and_max_along_a_dim_get_the_generated_reduction(tmp_path):
     for p in (m.space.default, {**m.space.default, "BLOCK_R": 4, "BLOCK_I": 32, "num_warps": 1}):
         _agrees(mx, m.space.render(p))
     assert m.space.infeasible({**m.space.default, "BLOCK_R": 2048, "BLOCK_I": 256})
+
+
+def test_an_operand_of_the_outputs_trailing_dims_is_broadcast_over_the_leading_ones(tmp_path):
+    # a LLaMA attention's mask add, as a model run extracts it: (batch, heads, seq, seq) + (seq, seq)
+    masked = _problem(tmp_path, "mask_add", "    def forward(self, a, b):\n        return torch.add(a, b)",
+                      "[torch.randn(batch, 3, seq, seq), torch.randn(seq, seq)]", sizes="batch = 2\nseq = 24")
+    m = match_problem(masked)
+    assert m.kind == "pointwise" and m.summary == "elementwise add on 2x3x24x24 float32"
+    code = m.space.render(m.space.default)
+    assert "x1_ptr + offs % x1_n" in code and "x1.numel()" in code
+    for case in masked.cases_for("cpu"):
+        _agrees(masked, code, case=case)
+    _agrees(masked, m.space.render({**m.space.default, "variant": "persistent", "BLOCK": 256, "num_warps": 2}))
+    # broadcast along a middle dim is not a tail: refused, naming the operand
+    middle = _problem(tmp_path, "mid_add", "    def forward(self, a, b):\n        return a + b",
+                      "[torch.randn(2, 3, 24, 24), torch.randn(3, 1, 24)]")
+    with pytest.raises(Exception, match=r"input b is \(3, 1, 24\), not broadcast"):
+        match_problem(middle)

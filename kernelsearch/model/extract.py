@@ -5,9 +5,9 @@ A module that a built-in family fits as a whole is one unit with every operator 
 nn.Linear (or GPT-2's Conv1D) the `matmul` family on (tokens x in) @ (in x out) with the weight pre-transposed
 once. Outside them each operator the model called is its own unit: softmax over the last dimension is the `softmax`
 family; matmul, bmm, silu, gelu and tensor-tensor mul/add/div become a generated KernelBench-format problem file
-(searched by an LLM provider; the offline provider searches families only). Units of the same problem (family or
-operator, sizes, dtype) in different modules or layers are one problem. Views and operators with no swap are left
-in the profile table only.
+(searched by an LLM provider, or by the offline one where evaluators/match.py matches it). Units of the same
+problem (family or operator, sizes, dtype) in different modules or layers are one problem. Views and operators with
+no swap are left in the profile table only.
 """
 from __future__ import annotations
 

@@ -152,17 +152,14 @@ def _steps(cfg: Config, engine, db: Path, run_id: int, name: str, console: Conso
     # 2. extract and plan (stored before any search, printed every time)
     if mr.plan_json is None:
         parts = extract(prof)
-        plan = make_plan(parts, prof, cfg.plan, cfg.budgets.model_dump(), lambda p: _unsearchable(cfg, p))
+        specs = {p.key: _write_problem(p, folder) for p in parts}   # before the plan: the matcher reads the files
+        plan = make_plan(parts, prof, cfg.plan, cfg.budgets.model_dump(),
+                         lambda p: _unsearchable(cfg, p, specs[p.key]))
         order = {e.key: i for i, e in enumerate(plan.entries)}
         selected = {e.key for e in plan.selected}
         with session_scope(engine) as s:
             for p in parts:
-                spec = p.spec
-                if p.kind == "generated":
-                    path = folder / "problems" / f"{safe_key(p.key)}.py"
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    path.write_text(p.source)
-                    spec = str(path)
+                spec = specs[p.key]
                 s.add(ModelProblem(model_run_id=mr.id, key=p.key, spec=spec, part_json=json.dumps(p.__dict__),
                                    order=order[p.key], selected=p.key in selected,
                                    child_run=f"{name}.{safe_key(p.key)}" if p.key in selected else None))
@@ -212,9 +209,31 @@ def _steps(cfg: Config, engine, db: Path, run_id: int, name: str, console: Conso
     return name
 
 
-def _unsearchable(cfg: Config, part: Part) -> Optional[str]:
-    if part.kind == "generated" and "offline" in (cfg.role("ideas").provider, cfg.role("code").provider):
-        return "a generated problem needs an LLM provider (the offline one searches built-in families only)"
+def _write_problem(part: Part, folder: Path) -> str:
+    """The child run's `problem:`: a family's spec, or a generated problem's file written under problems/."""
+    if part.kind != "generated":
+        return part.spec
+    path = folder / "problems" / f"{safe_key(part.key)}.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(part.source)
+    return str(path)
+
+
+def _unsearchable(cfg: Config, part: Part, spec: str) -> Optional[str]:
+    """Why the provider cannot search `part`, or None. The offline provider searches a generated problem when the
+    matcher finds a space for its reference (evaluators/match.py: elementwise graphs, a family's operation at other
+    shapes), as its child run would; what the matcher refuses is left out with the matcher's one line."""
+    if part.kind != "generated" or "offline" not in (cfg.role("ideas").provider, cfg.role("code").provider):
+        return None
+    from kernelsearch.evaluators.match import Unmatched, match_problem
+    from kernelsearch.evaluators.problem import ProblemError, load_file
+
+    try:
+        match_problem(load_file(spec))
+    except Unmatched as err:
+        return str(err)
+    except ProblemError as err:
+        return f"the offline provider cannot load it: {err}"
     return None
 
 

@@ -5,9 +5,9 @@ For each problem: its share f of the model's profiled time; the speedup s it cou
 `attainable`, the fraction of the roofline a found kernel is assumed to reach; at least 1, at most `max_speedup`);
 and the model's speedup if only it improved, 1 / ((1 - f) + f / s). Problems are ordered by that gain. The plan
 stops when the problems left, all improved together, could not speed the model up by more than `min_gain`, or at
-`max_problems`. A problem the provider cannot search (a generated file with the offline provider) is listed with
-its reason and gets no budget. The budgets (evaluations, tokens, dollars, wall time) are split among the searched
-problems in proportion to their gain.
+`max_problems`. A problem the provider cannot search (a generated file the offline provider's matcher refuses) is
+listed with its reason and gets no budget. The budgets (evaluations, tokens, dollars, wall time) are split among the
+searched problems in proportion to their gain.
 """
 from __future__ import annotations
 

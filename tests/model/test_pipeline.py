@@ -115,3 +115,37 @@ def test_a_killed_model_run_resumes_without_redoing_its_plan_or_finished_childre
     assert all(after[k] == v for k, v in before.items())   # nothing evaluated is redone or lost
     assert _rows(db, "SELECT status, stop_reason FROM run WHERE name = 'mk'") == [("finished", "verified")]
     assert len(json.loads(_rows(db, "SELECT verify_json FROM modelrun")[0][0])["accepted"]) == 2
+
+
+@pytest.mark.slow
+def test_a_models_generated_elementwise_problems_are_searched_by_the_offline_provider(tmp_path, monkeypatch):
+    """silu(x) * y + x in bf16: three generated problems (aten::silu, mul, add), each matched to the generated
+    pointwise family, searched in a child run of its own with the offline provider, and swapped into the model."""
+    from kernelsearch.model import pipeline
+
+    real = pipeline.profile_subprocess
+
+    def profiled(*args):   # CPU times say little of headroom: ceilings that leave every operator some
+        prof = real(*args)
+        prof["ceilings"] = {"copy_gbps": 1000.0}
+        return prof
+
+    monkeypatch.setattr(pipeline, "profile_subprocess", profiled)
+    model = Path(__file__).resolve().parent / "fixtures" / "gated_mlp_elementwise.py"
+    cfg = _config(tmp_path, max_problems=3)
+    cfg.write_text(cfg.read_text().replace(f"model: {LLAMA}", f"model: {model}")
+                   .replace("budgets: {evaluations: 4}", "budgets: {evaluations: 6}"))
+    console = Console(file=io.StringIO(), width=200)
+    start_model_run(load_config(cfg), tmp_path / "m.db", "el", console)
+    out = console.file.getvalue()
+    db = tmp_path / "m.db"
+    keys = {"silu-64x256-bfloat16", "mul-64x256_64x256-bfloat16", "add-64x256_64x256-bfloat16"}
+    rows = _rows(db, "SELECT key, selected, child_run_id FROM modelproblem")
+    assert {k for k, _, _ in rows} == keys
+    assert all(sel and cid is not None for _, sel, cid in rows), out
+    assert "needs an LLM provider" not in out and "not searched" not in out
+    correct = _rows(db, "SELECT r.name, count(*) FROM evaluation e JOIN kernel k ON e.kernel_id = k.id "
+                        "JOIN run r ON k.run_id = r.id WHERE e.status = 'ok' GROUP BY r.name")
+    assert {name.removeprefix("el.") for name, n in correct if n >= 1} == keys
+    verify = json.loads(_rows(db, "SELECT verify_json FROM modelrun")[0][0])
+    assert len(verify["accepted"]) == 3 and verify["rel_error"] <= verify["tolerance"]

@@ -176,7 +176,7 @@ def _sum(traced: Traced) -> Match | None:
     call = f"sum_last_dim({_moved(x.name, d, nd)})"
     body = [f"return {call}.unsqueeze({d})" if a.get("keepdim") else f"return {call}"]
     summary = f"sum over dim {d} of {_shape(x)}{' (keepdim)' if a.get('keepdim') else ''}"
-    return Match("reduce", summary, adapted_space("reduce", traced, body, summary))
+    return Match("reduce", summary, adapted_space("reduce", traced, body, summary, case=_rows_case(x, x.shape[d])))
 
 
 _LAYOUT = {"t", "permute", "transpose", "view", "_unsafe_view", "reshape", "expand"}

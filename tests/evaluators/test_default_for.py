@@ -65,3 +65,12 @@ def test_a_matched_kernelbench_softmax_starts_at_its_shape(tmp_path):
     m = match_problem(load_file(path))
     assert m.kind == "softmax" and m.space.default["variant"] == "single"
     assert m.space.default["num_warps"] < SOFTMAX_DEFAULT["num_warps"] and m.space.default["ROWS"] > 1
+
+
+def test_reduce_cuts_its_chunk_to_a_short_row_and_splits_few_wide_ones():
+    space = load_family("reduce").family.SPACE
+    short = space.default_for(Case("p", {"rows": 4096, "cols": 256}, "float32", timed=True))
+    assert (short["variant"], short["BLOCK"], short["ROWS"]) == ("chunked", 256, 8)
+    assert short["BLOCK"] * short["ROWS"] == space.default["BLOCK"] * space.default["ROWS"]   # the tuned tile
+    few = space.default_for(Case("p", {"rows": 16, "cols": 1 << 20}, "float32", timed=True))
+    assert few["variant"] == "split" and 16 * few["SPLIT"] >= 2 * 132

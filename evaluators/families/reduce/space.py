@@ -10,7 +10,7 @@ per row leaves most SMs idle. The starter's figures: NOTES.md.
 from __future__ import annotations
 
 from kernelsearch.evaluators.families.reduce.spec import CASES
-from kernelsearch.evaluators.space import Move, SearchSpace, evict, fill
+from kernelsearch.evaluators.space import Move, SearchSpace, evict, fill, next_pow2
 
 _PROLOGUE = '''import math
 
@@ -197,6 +197,21 @@ def _moves() -> list[Move]:
     return moves
 
 
-SPACE = SearchSpace(params=PARAMS, default=DEFAULT, template=_template, moves=_moves(),
+def shaped(case, cases) -> dict:
+    """The starter's knobs at another shape than the timed 8192 x 8192 fp32 (a matched problem's): the default's
+    tile kept, 2048 fp32 accumulators a program on 8 warps (8 a thread), its chunk cut to the row where the row is
+    shorter (a 256-wide row is not swept by 2048-wide chunks, 7/8 masked) and rows packed to fill it; few rows of
+    many columns (fewer than 2 x 132 rows, past 64K columns, as the family's 16 x 1M case) split each row over
+    enough programs for two a SM. `chunked` runs any width, so no case of the problem refuses these."""
+    cols, rows = case.params["cols"], case.params["rows"] * case.params.get("batch", 1)
+    if rows < 264 and cols > 65536:
+        return {"variant": "split", "SPLIT": min(PARAMS["SPLIT"][-1], next_pow2(-(-264 // rows)))}
+    block = min(max(next_pow2(cols), PARAMS["BLOCK"][0]), DEFAULT["BLOCK"])
+    tile_rows = min(PARAMS["ROWS"][-1], DEFAULT["BLOCK"] // block)
+    return {"variant": "chunked", "BLOCK": block, "ROWS": tile_rows,
+            "num_warps": min(PARAMS["num_warps"][-1], max(1, block * tile_rows // 256))}
+
+
+SPACE = SearchSpace(params=PARAMS, default=DEFAULT, template=_template, moves=_moves(), shaped=shaped,
                     tuning=["num_warps", "num_stages", "BLOCK", "ROWS", "SPLIT"],
                     cases=CASES)  # no feasibility model yet: every point is taken as feasible

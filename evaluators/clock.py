@@ -34,7 +34,8 @@ import time
 import torch
 
 from kernelsearch.evaluators import wire
-from kernelsearch.evaluators.correctness import agreement, compare
+from kernelsearch.evaluators.correctness import COMPARE_CHUNK, agreement, compare
+from kernelsearch.evaluators.memory import timing_calls
 from kernelsearch.evaluators.numerics import references, to_hi
 from kernelsearch.evaluators.seeds import derive_seed
 from kernelsearch.evaluators.status import CandidateFailure, Status
@@ -68,6 +69,7 @@ def time_sides(j) -> dict:
     def inputs_of(b: int, k: int) -> list:
         return j.problem.build_inputs(case, derive_seed(seed, b, k), j.device)
 
+    j.mem.doing = f"the timing stage's inputs, slots and output checks on {case.describe()}"
     probe = inputs_of(-2, 0)
     in_bytes = _nbytes(probe)
     sides = {"candidate": j.cand, "eager": j._runner("reference")}
@@ -83,11 +85,17 @@ def time_sides(j) -> dict:
     with torch.no_grad():
         out_bytes = _nbytes(ref(*probe))
     del probe
-    if cuda:
-        n = max(MIN_CALLS, min(j.s.timing_iters, BATCH_BYTES // max(in_bytes + out_bytes, 1)))
-        batches = (MIN_BATCHES, MAX_BATCHES)
-    else:
-        n, batches = max(MIN_CALLS, min(j.s.timing_iters, 3)), (1, 2)
+    # as many calls as fit on the device beside the judge's check, every side holding n input sets and outputs
+    # (evaluators/memory.py); under MIN_CALLS only where two do not fit, with a note
+    free, _ = j.mem.free()
+    n, note = timing_calls(in_bytes, out_bytes, len(sides), free, j.s.timing_iters if cuda else
+                           min(j.s.timing_iters, 3), BATCH_BYTES, MIN_CALLS)
+    batches = (MIN_BATCHES, MAX_BATCHES) if cuda else (1, 2)
+    j.mem.record()["timing"] = {
+        "calls_per_batch": n, "sides": len(sides), "free_mb": round(free / 2**20, 1)}
+    if note:
+        j.mem.note(f"timing: {note}")
+    chunk = j.mem.plans[case.name].chunk if case.name in j.mem.plans else COMPARE_CHUNK
     plan = {"calls_per_batch": n, "in_bytes": in_bytes, "out_bytes": out_bytes, "graphs": {}}
     j.detail["timing_plan"] = plan
     t_stage = time.perf_counter()
@@ -145,7 +153,7 @@ def time_sides(j) -> dict:
                 else:
                     per_call[name].append(max(t_batch - fixed, 0.0) * 1e3 / n)
             t_lap = time.perf_counter()
-            _check(j, sides["candidate"], cand_reply, cand_bufs, inputs_of, b, n, ref, ref32, atol, rtol)
+            _check(j, sides["candidate"], cand_reply, cand_bufs, inputs_of, b, n, ref, ref32, atol, rtol, chunk)
             laps["check"] += time.perf_counter() - t_lap
             del cand_reply, cand_bufs
             if b + 1 >= batches[0] and all(spread(v) <= TARGET_SPREAD for v in per_call.values()):
@@ -232,7 +240,8 @@ def _refill(j, sides: dict, views: dict, inputs_of, b: int, n: int) -> None:
     cand.freeze()
 
 
-def _check(j, r, reply: dict, bufs: list, inputs_of, b: int, n: int, ref, ref32, atol: float, rtol: float) -> None:
+def _check(j, r, reply: dict, bufs: list, inputs_of, b: int, n: int, ref, ref32, atol: float, rtol: float,
+           chunk: int = COMPARE_CHUNK) -> None:
     """Every output of the candidate's timed batch against the reference on that call's inputs (runner frozen).
 
     The batch's first call is judged by `compare` in full (types, shapes, dtypes, values); the others against the
@@ -250,7 +259,7 @@ def _check(j, r, reply: dict, bufs: list, inputs_of, b: int, n: int, ref, ref32,
             # float32 is enough here: precision was judged in correctness against float64; a timed output is checked
             # for being this call's answer at all (skipped, stale or unfinished work is far off)
             want, want_hi = references(ref, inputs_of(b, k), torch.float32)
-            cmp = compare(got, want, want_hi, atol, rtol)
+            cmp = compare(got, want, want_hi, atol, rtol, chunk)
             if not cmp.ok:
                 raise CandidateFailure(Status.incorrect, f"a timed call's output (call {k} of a batch of {n}) is "
                                        f"wrong: {cmp.reason}", cmp.detail or None, stage="timing")
@@ -266,7 +275,7 @@ def _check(j, r, reply: dict, bufs: list, inputs_of, b: int, n: int, ref, ref32,
             flag = None
             if like is not None:
                 with torch.no_grad():
-                    flag = agreement(got, like, ref32(*to_hi(inputs_of(b, k), torch.float32)), atol, rtol)
+                    flag = agreement(got, like, ref32(*to_hi(inputs_of(b, k), torch.float32)), atol, rtol, chunk)
             if flag is None:
                 like = fail_if_wrong(k, got)
             else:

@@ -5,6 +5,8 @@ from dataclasses import dataclass
 
 import torch
 
+COMPARE_CHUNK = 1 << 25   # elements a chunk of the comparison: its float64 copy is 256 MiB (evaluators/memory.py)
+
 
 @dataclass
 class Comparison:
@@ -22,9 +24,10 @@ def flatten(out) -> list:
     return [out]
 
 
-def compare(got, want, want_hi, atol: float, rtol: float) -> Comparison:
+def compare(got, want, want_hi, atol: float, rtol: float, chunk: int = COMPARE_CHUNK) -> Comparison:
     """`want` is the reference at the problem's dtype (it fixes dtype, shape, device); `want_hi` the same
-    computed in higher precision (float64 where affordable), which the values are measured against."""
+    computed in higher precision (float64 where affordable), which the values are measured against. The values are
+    compared `chunk` elements at a time, so the float64 temporaries are bounded (evaluators/memory.py)."""
     gots, wants, his = flatten(got), flatten(want), flatten(want_hi)
     if len(gots) != len(wants):
         return Comparison(False, f"returned {len(gots)} outputs, the reference returns {len(wants)}")
@@ -43,7 +46,7 @@ def compare(got, want, want_hi, atol: float, rtol: float) -> Comparison:
             return Comparison(False, f"{tag}dtype {g.dtype}, expected {w.dtype}")
         if g.device != w.device:
             return Comparison(False, f"{tag}device {g.device}, expected {w.device}")
-        c = _compare_values(g, h, atol, rtol)
+        c = _compare_values(g, h, atol, rtol, chunk)
         if not c.ok:
             c.reason = tag + c.reason
             return c
@@ -52,7 +55,7 @@ def compare(got, want, want_hi, atol: float, rtol: float) -> Comparison:
     return worst
 
 
-def agreement(got, like, want_hi, atol: float, rtol: float) -> torch.Tensor | None:
+def agreement(got, like, want_hi, atol: float, rtol: float, chunk: int = COMPARE_CHUNK) -> torch.Tensor | None:
     """The values half of `compare`, left on the device: a 0-dim bool tensor, true where every output of `got` agrees
     with `want_hi` within atol + rtol*|ref| (NaN or Inf only where the reference has the same), read by the caller
     with one synchronisation for many calls. `like` is an output already judged by `compare` (its types, shapes,
@@ -66,40 +69,77 @@ def agreement(got, like, want_hi, atol: float, rtol: float) -> torch.Tensor | No
         if (type(g) is not torch.Tensor or not isinstance(w, torch.Tensor) or not isinstance(h, torch.Tensor)
                 or g.shape != w.shape or g.dtype != w.dtype or g.device != w.device or not g.is_floating_point()):
             return None
-        g32, h32 = g.detach().float(), h.detach().to(device=g.device, dtype=torch.float32)
-        close = torch.isfinite(g32) & torch.isfinite(h32) & ((g32 - h32).abs() <= atol + rtol * h32.abs())
-        same = (g32 == h32) | (torch.isnan(g32) & torch.isnan(h32))   # Inf for Inf, NaN for NaN, where the ref has it
-        flags.append((close | (same & ~torch.isfinite(h32))).all())
+        gf, hf = g.detach().reshape(-1), h.detach().reshape(-1)
+        for s in range(0, gf.numel(), chunk):   # bounded float32 temporaries, a flag a chunk, read by the caller
+            g32, h32 = gf[s:s + chunk].float(), hf[s:s + chunk].to(device=g.device, dtype=torch.float32)
+            close = torch.isfinite(g32) & torch.isfinite(h32) & ((g32 - h32).abs() <= atol + rtol * h32.abs())
+            # Inf for Inf, NaN for NaN, where the reference has it
+            same = (g32 == h32) | (torch.isnan(g32) & torch.isnan(h32))
+            flags.append((close | (same & ~torch.isfinite(h32))).all())
     return torch.stack(flags).all() if flags else torch.ones((), dtype=torch.bool)
 
 
-def _compare_values(g: torch.Tensor, h: torch.Tensor, atol: float, rtol: float) -> Comparison:
-    g64 = g.detach().to(torch.float64) if g.is_floating_point() else g.detach().to(torch.float64)
-    h64 = h.detach().to(device=g.device, dtype=torch.float64)
-    g_fin, h_fin = torch.isfinite(g64), torch.isfinite(h64)
-    # NaN or Inf passes only where the reference has the same non-finite value at the same place
-    bad_nonfinite = ~g_fin & ~(~h_fin & ((g64 == h64) | (torch.isnan(g64) & torch.isnan(h64))))
-    if bool(bad_nonfinite.any()):
-        n = int(bad_nonfinite.sum())
-        idx = tuple(int(i) for i in bad_nonfinite.nonzero()[0])
-        return Comparison(False, f"{n} non-finite values where the reference is finite (first at {idx}: "
-                          f"{g64[idx].item()} vs {h64[idx].item()})", mismatches=n)
-    if bool((g_fin & ~h_fin).any()):
-        n = int((g_fin & ~h_fin).sum())
-        return Comparison(False, f"{n} finite values where the reference is NaN/Inf", mismatches=n)
-    both = g_fin & h_fin
-    diff = torch.where(both, (g64 - h64).abs(), torch.zeros_like(g64))
-    tol = atol + rtol * h64.abs()
-    over = both & (diff > tol)
-    max_abs = float(diff.max()) if diff.numel() else 0.0
-    rel = diff / h64.abs().clamp_min(atol if atol > 0 else 1e-30)
-    max_rel = float(torch.where(both, rel, torch.zeros_like(rel)).max()) if rel.numel() else 0.0
-    if bool(over.any()):
-        n = int(over.sum())
-        idxs = over.nonzero()[:5]
-        lines = [f"  at {tuple(int(i) for i in ix)}: got {g64[tuple(ix)].item():.6g}, "
-                 f"expected {h64[tuple(ix)].item():.6g}" for ix in idxs]
-        return Comparison(False, f"{n} of {g.numel()} values off by more than atol={atol:g} + rtol={rtol:g}*|ref| "
-                          f"(max abs {max_abs:.3g}, max rel {max_rel:.3g})", max_abs, max_rel, n,
+def _unravel(flat: int, shape) -> tuple[int, ...]:
+    idx = []
+    for n in reversed(tuple(shape)):
+        idx.append(flat % n if n else 0)
+        flat = flat // n if n else 0
+    return tuple(reversed(idx))
+
+
+def _compare_values(g: torch.Tensor, h: torch.Tensor, atol: float, rtol: float,
+                    chunk: int = COMPARE_CHUNK) -> Comparison:
+    """Values of `g` against `h` in float64, `chunk` elements at a time: the counts and maxima accumulate on the
+    device (one read at the end); only a failure goes back over the chunks for the first mismatches."""
+    gf, hf = g.detach().reshape(-1), h.detach().reshape(-1)
+    chunk = max(1, int(chunk))
+    zero_i = torch.zeros((), dtype=torch.int64, device=g.device)
+    zero_f = torch.zeros((), dtype=torch.float64, device=g.device)
+    n_bad, n_fin, n_over, max_abs, max_rel = zero_i, zero_i, zero_i, zero_f, zero_f
+    floor = atol if atol > 0 else 1e-30
+
+    def pieces(s: int):
+        g64 = gf[s:s + chunk].to(torch.float64)
+        h64 = hf[s:s + chunk].to(device=g.device, dtype=torch.float64)
+        g_fin, h_fin = torch.isfinite(g64), torch.isfinite(h64)
+        # NaN or Inf passes only where the reference has the same non-finite value at the same place
+        bad = ~g_fin & ~(~h_fin & ((g64 == h64) | (torch.isnan(g64) & torch.isnan(h64))))
+        both = g_fin & h_fin
+        diff = torch.where(both, (g64 - h64).abs(), 0.0)
+        over = both & (diff > atol + rtol * h64.abs())
+        return g64, h64, bad, g_fin & ~h_fin, diff, over, both
+
+    for s in range(0, gf.numel(), chunk):
+        g64, h64, bad, fin, diff, over, both = pieces(s)
+        n_bad, n_fin, n_over = n_bad + bad.sum(), n_fin + fin.sum(), n_over + over.sum()
+        max_abs = torch.maximum(max_abs, diff.max())
+        rel = torch.where(both, diff / h64.abs().clamp_min(floor), 0.0)
+        max_rel = torch.maximum(max_rel, rel.max())
+        del g64, h64, bad, fin, diff, over, both, rel
+    n_bad, n_fin, n_over = (int(x) for x in torch.stack([n_bad, n_fin, n_over]).tolist())
+    max_abs, max_rel = (float(x) for x in torch.stack([max_abs, max_rel]).tolist())
+
+    def first(which: int, k: int) -> list[tuple[tuple[int, ...], float, float]]:
+        """The first k places where mask `which` (0: bad non-finite, 1: values over) holds, with both values."""
+        found: list = []
+        for s in range(0, gf.numel(), chunk):
+            g64, h64, bad, _, _, over, _ = pieces(s)
+            mask = bad if which == 0 else over
+            for i in mask.nonzero().flatten()[:k - len(found)].tolist():
+                found.append((_unravel(s + i, g.shape), g64[i].item(), h64[i].item()))
+            if len(found) >= k:
+                break
+        return found
+
+    if n_bad:
+        idx, gv, hv = first(0, 1)[0]
+        return Comparison(False, f"{n_bad} non-finite values where the reference is finite (first at {idx}: "
+                          f"{gv} vs {hv})", mismatches=n_bad)
+    if n_fin:
+        return Comparison(False, f"{n_fin} finite values where the reference is NaN/Inf", mismatches=n_fin)
+    if n_over:
+        lines = [f"  at {idx}: got {gv:.6g}, expected {hv:.6g}" for idx, gv, hv in first(1, 5)]
+        return Comparison(False, f"{n_over} of {g.numel()} values off by more than atol={atol:g} + rtol={rtol:g}*|ref| "
+                          f"(max abs {max_abs:.3g}, max rel {max_rel:.3g})", max_abs, max_rel, n_over,
                           "first mismatches:\n" + "\n".join(lines))
     return Comparison(True, "", max_abs, max_rel, 0)

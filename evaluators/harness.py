@@ -7,7 +7,9 @@ on a GPU the judge reads those outputs (and writes the inputs) in place in the r
 with the runner frozen (SIGSTOP) while it reads. The reference is timed in a second runner that never loaded the
 candidate, by the same clock: the judge's wall clock around batches of calls (see `Judge.timing`).
 
-`evaluate` returns an `EvalResult`; a failing stage stops the rest and its status is the result.
+`evaluate` returns an `EvalResult`; a failing stage stops the rest and its status is the result. The module is
+past 500 lines because the stages share one object's state (runners, seed, memory plans, detail); the clock, the
+numerics and the memory plan are modules of their own (clock.py, numerics.py, memory.py).
 """
 from __future__ import annotations
 
@@ -22,7 +24,9 @@ import torch
 from kernelsearch.evaluators import wire
 from kernelsearch.evaluators.client import RunnerClient, RunnerLost, spawn_local
 from kernelsearch.evaluators.correctness import compare
+from kernelsearch.evaluators.memory import JudgeMemory, is_out_of_memory, tensor_bytes
 from kernelsearch.evaluators.numerics import (
+    NATIVE,
     _no_worse_than_eager,
     _overflows,
     pin_precision,
@@ -82,6 +86,7 @@ class Judge:
         self.candidate_user = candidate_user   # {"uid", "home"} of the candidate's runner, where it has its own user
         self._case_bytes: dict[str, int] = {}   # a case's input bytes, as drawn by the correctness stage
         self.detail: dict = {"cases": []}
+        self.mem = JudgeMemory(self.detail, self.device, settings.judge_memory_mb)   # each case's memory plan
         self.cand: RunnerClient | None = None
         self.ceilings: dict | None = None
         self.peak_mb: float | None = None
@@ -105,16 +110,22 @@ class Judge:
             raise CandidateFailure(Status.crash, f"{what}: malformed reply from the {r.name}'s process: {err}",
                                    stage=stage) from None
         if "error" in reply:
+            if header.get("op") == "inputs" or r is not self.cand:   # slots the judge sized; a reference runner
+                self.mem.raise_if_out_of_memory(reply["error"], f"the {r.name}'s process {what}", stage)
             raise _failure_from(reply, what, stage)
         return reply, bufs
 
-    def _decode(self, r: RunnerClient, obj, bufs, what: str, stage: str):
-        """A value from a runner, copied into the judge's own memory at once."""
+    def _decode(self, r: RunnerClient, obj, bufs, what: str, stage: str, limit: int | None = None):
+        """A value from a runner, copied into the judge's own memory at once. Outputs larger than `limit` bytes
+        are refused before the copy (the judge's memory is planned for the reference's outputs)."""
         try:
             value = wire.decode(obj, bufs, self.device, r.ipc)
         except wire.WireError as err:
             raise CandidateFailure(Status.crash, f"{what}: malformed output from the candidate's process: {err}",
                                    stage=stage) from None
+        if limit is not None and tensor_bytes([value]) > limit:
+            raise CandidateFailure(Status.incorrect, f"{what} returned {tensor_bytes([value]) / 2**20:,.1f} MiB of "
+                                   f"outputs; the reference returns {self.mem.out_bytes / 2**20:,.1f} MiB", stage=stage)
         return _own(value)
 
     def _build(self, case: Case, seed: int, stage: str, runners: list[tuple[RunnerClient, str]]) -> torch.nn.Module:
@@ -205,7 +216,7 @@ class Judge:
             self.peak_mb = max(self.peak_mb or 0.0, float(reply["peak_mb"]))
         self.cand.freeze()   # nothing runs in the candidate's process while the judge reads its memory
         try:
-            got = self._decode(self.cand, reply.get("out"), bufs, what, stage)
+            got = self._decode(self.cand, reply.get("out"), bufs, what, stage, self.mem.out_limit())
             after = views if views is not None else self._decode(self.cand, reply.get("inputs"), bufs, what, stage)
             if after is not None and not _same(inputs, list(after)):
                 raise CandidateFailure(Status.rejected, f"input check: {what}: the candidate modified its inputs in "
@@ -224,9 +235,12 @@ class Judge:
         with self.lease("shared"):
             self._repeat_check(cases[-1])
         self._free_cached_memory()
+        case = self.mem.stability_case(cases, self.problem.stability)
+        if case is None:
+            return
         t0 = time.perf_counter()
-        with self.lease(self._stability_lease(cases[-1])):
-            self._stability(cases)
+        with self.lease(self._stability_lease(case)):
+            self._stability(case)
         self._add_s("stability", t0)
 
     def _stability_lease(self, case: Case) -> str:
@@ -262,16 +276,20 @@ class Judge:
         for trial in range(self.s.trials):
             seed = derive_seed(self.secret, case.name, trial)
             ref = self._build(case, seed, "correctness", [(self.cand, "eager")])
+            self.mem.doing = f"building the inputs of {case.describe()}"
             inputs = self.problem.build_inputs(case, seed, self.device)
+            plan = self.mem.plan(self.problem, case, ref, inputs)
             views = self._put(self.cand, 0, inputs, "correctness")
             # the candidate runs before any reference output exists, in a process that cannot see them anyway
             t_call = time.perf_counter()
             got = self._call(0, inputs, views, "ModelNew.forward")
             self._add_s("candidate_calls", t_call)
             t_ref = time.perf_counter()
-            want, want_hi = references(ref, inputs)
+            self.mem.doing = f"computing the {plan.reference} reference of {case.describe()}"
+            want, want_hi = references(ref, inputs, plan.hi or NATIVE)
             self._add_s("references", t_ref)
-            cmp = compare(got, want, want_hi, atol, rtol)
+            self.mem.doing = f"comparing the outputs of {case.describe()} (chunks of {plan.chunk:,} elements)"
+            cmp = compare(got, want, want_hi, atol, rtol, plan.chunk)
             self.detail["cases"].append({"case": case.describe(), "trial": trial, "ok": cmp.ok,
                                          "max_abs": cmp.max_abs, "max_rel": cmp.max_rel})
             if not cmp.ok:
@@ -284,22 +302,24 @@ class Judge:
         cache keyed on shape, data_ptr, version or a global returns the first answer twice)."""
         seed = derive_seed(self.secret, case.name, "repeat")
         ref = self._build(case, seed, "correctness", [(self.cand, "eager")])
+        self.mem.doing = f"building two input sets of {case.describe()} (the cache check)"
         sets = [self.problem.build_inputs(case, derive_seed(seed, i), self.device) for i in range(2)]
+        plan = self.mem.plan(self.problem, case, ref, sets[0])
         self._case_bytes[case.name] = sum(t.numel() * t.element_size() for t in sets[0] if isinstance(t, torch.Tensor))
         outs = []
         for i, inputs in enumerate(sets):
             views = self._put(self.cand, 0, inputs, "correctness")
             outs.append(self._call(0, inputs, views, f"ModelNew.forward (repeat call {i})"))
         atol, rtol = self.problem.tolerance(case)
+        self.mem.doing = f"the references and comparisons of the cache check on {case.describe()}"
         for i, inputs in enumerate(sets):
-            cmp = compare(outs[i], *references(ref, inputs), atol, rtol)
+            cmp = compare(outs[i], *references(ref, inputs, plan.hi or NATIVE), atol, rtol, plan.chunk)
             if not cmp.ok:
                 raise CandidateFailure(Status.incorrect, f"cache check: call {i} of two on different inputs of shape "
                                        f"{case.describe()} is wrong ({cmp.reason}): results are reused across "
                                        "calls", cmp.detail or None, stage="correctness")
 
-    def _stability(self, cases: list[Case]) -> None:
-        case = cases[-1]
+    def _stability(self, case: Case) -> None:
         for name in self.problem.stability:
             failure = self._stability_one(case, name)
             self._free_cached_memory()
@@ -310,16 +330,19 @@ class Judge:
         atol, rtol = self.problem.stability_tolerance(case)
         seed = derive_seed(self.secret, case.name, "stability", name)
         ref = self._build(case, seed, "correctness", [(self.cand, "eager")])
+        self.mem.doing = f"building the {name} stability inputs of {case.describe()}"
         inputs = stability_inputs(name, self.problem.build_inputs(case, seed, self.device), case.dtype, seed)
+        plan = self.mem.plan(self.problem, case, ref, inputs)
         views = self._put(self.cand, 0, inputs, "correctness")
         got = self._call(0, inputs, views, f"ModelNew.forward ({name} inputs)")
+        self.mem.doing = f"the float64 reference and comparison of the {name} stability inputs of {case.describe()}"
         want, want_hi = references(ref, inputs, torch.float64)
         if _overflows(want, want_hi):
             self.detail["cases"].append({"case": f"{case.describe()} {name}", "skipped": "out of range"})
             return None
-        cmp = compare(got, want, want_hi, atol, rtol)
+        cmp = compare(got, want, want_hi, atol, rtol, plan.chunk)
         judged = "tolerance"
-        if not cmp.ok and not compare(want, want, want_hi, atol, rtol).ok:
+        if not cmp.ok and not compare(want, want, want_hi, atol, rtol, plan.chunk).ok:
             cmp = _no_worse_than_eager(got, want, want_hi, cmp)
             judged = "eager's own error"
         self.detail["cases"].append({"case": f"{case.describe()} {name}", "trial": 0, "ok": cmp.ok,
@@ -466,7 +489,14 @@ def evaluate(problem: Problem, source: str, settings: EvalSettings, *, mode: str
                 raise CandidateFailure(Status.rejected, f"impossible speed: {frac:.2f}x the roofline of the "
                                        "measured ceilings (faster than the bytes or FLOPs allow)", stage="roofline")
         result.status, result.stage, result.reason = Status.ok, "timing", None
-    except CandidateFailure as f:
+    except (CandidateFailure, MemoryError, RuntimeError) as f:
+        if not isinstance(f, CandidateFailure):
+            if not is_out_of_memory(f):
+                raise
+            import traceback
+
+            f = judge.mem.failure(f, stage)
+            f.text = traceback.format_exc(limit=-6)
         result.status, result.reason, result.error_text = f.status, f.reason, f.text
         result.stage = f.stage or stage
         for k in ("time_ms", "ref_time_ms", "speedup", "compile_ref_time_ms", "speedup_compile", "gbps", "tflops",

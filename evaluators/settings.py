@@ -21,6 +21,9 @@ class EvalSettings(BaseModel):
     cpu_memory_gb: float = Field(default=8.0, gt=0)  # CPU candidate processes' address-space limit
     gpu_memory_fraction: float = Field(default=0.8, gt=0, le=1)  # each GPU process's share of the device memory
     aot_compile: bool = True                        # without a GPU: compile for sm_90 too (registers, spills)
+    # the memory the judge plans its own work with (float64 references, comparison chunks, timed batch sizes);
+    # None: measured (the GPU's free memory, the host's available memory on the CPU). evaluators/memory.py
+    judge_memory_mb: float | None = Field(default=None, gt=0)
     # torch operations a candidate's host code may call for this problem (KernelBench lets a level-2 solution keep
     # its GEMM in cuBLAS): names from scan.ALLOWABLE_TORCH, enforced by the static scan; empty is the strict default
     allow_torch: list[str] = Field(default_factory=list)

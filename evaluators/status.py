@@ -1,7 +1,7 @@
 """Evaluation statuses: failures are data (CONVENTIONS.md 5)."""
 from kernelsearch.store.status import Status
 
-__all__ = ["Status", "CandidateFailure"]
+__all__ = ["Status", "CandidateFailure", "HarnessFailure"]
 
 
 class CandidateFailure(Exception):
@@ -13,3 +13,11 @@ class CandidateFailure(Exception):
         self.reason = reason
         self.text = text
         self.stage = stage
+
+
+class HarnessFailure(CandidateFailure):
+    """The judge's own work failed (out of memory building inputs, references or clones, or comparing): the result is
+    `harness_error`, never charged to the candidate as a crash."""
+
+    def __init__(self, reason: str, text: str | None = None, stage: str | None = None):
+        super().__init__(Status.harness_error, reason, text, stage)

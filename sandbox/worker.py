@@ -78,7 +78,13 @@ def main(result_fd: int | None = None, runner_fds: list[int] | None = None) -> N
                           lease=lease, device_name=device_name, candidate_user=request.get("candidate_user"))
         payload = json.loads(result.to_json())
     except BaseException as err:  # noqa: BLE001 - a judge failure is a result too, never silence
-        payload = {"status": "crash", "stage": "worker", "reason": f"judge error: {type(err).__name__}: {err}",
+        try:   # out of memory outside the stages (loading the problem): the harness's, not the candidate's
+            from kernelsearch.evaluators.memory import is_out_of_memory
+
+            status = "harness_error" if is_out_of_memory(err) else "crash"
+        except BaseException:  # noqa: BLE001
+            status = "crash"
+        payload = {"status": status, "stage": "worker", "reason": f"judge error: {type(err).__name__}: {err}",
                    "error_text": traceback.format_exc(limit=-8)}
     send({"type": "result", "result": payload})
     out.close()

@@ -10,3 +10,4 @@ class Status(str, Enum):
     timeout = "timeout"
     crash = "crash"
     rejected = "rejected"   # anti-cheat
+    harness_error = "harness_error"   # the judge failed in its own work (out of memory): not the candidate's

@@ -108,3 +108,24 @@ def test_controller_refuses_an_infeasible_kernel_without_the_pool(tmp_path):
     assert first["status"] == Status.compile_error and first["reason"].startswith("infeasible on an H200")
     assert starter.read_text() not in pool.codes
     assert not any(k == "evaluating" and d["kernel_id"] == 1 for k, d in events)
+
+
+def test_matmul_warp_specialized_wide_tiles_on_4_warps_and_spilling_accumulators_are_refused():
+    # sm_90 compiles with Triton 3.6 (bench/feasibility.py): the H200 search's point failed in NVGPUWarpSpecialization
+    # at the bf16 timed case; the same tile compiles without warp specialization, on 8 warps, or 64 rows tall
+    problem = load_family("matmul")
+    space = problem.family.SPACE
+    point = {**space.default, "variant": "tma", "warp_specialize": True, "BM": 128, "BN": 128, "BK": 64,
+             "num_stages": 5, "num_warps": 4, "GROUP_M": 1, "epilogue_subtile": False}
+    why = space.infeasible(point)
+    assert why is not None and "warp specialization" in why
+    assert refuse_infeasible(problem, space.render(point)).stage == STAGE
+    for ok in ({"warp_specialize": False}, {"num_warps": 8}, {"BM": 64}, {"BM": 64, "BK": 128, "num_stages": 3}):
+        assert space.infeasible({**point, **ok}) is None, ok
+    assert space.infeasible({**point, "BM": 64, "BN": 256}) is not None
+    # a 128 x 256 accumulator on 4 warps (256 fp32 a thread) spilled 2.8-4.2 KB at the timed case in every variant;
+    # the fp32 and odd correctness cases spill nearly everywhere (the starter too) and refuse nothing
+    for variant in space.params["variant"]:
+        wide = {**space.default, "variant": variant, "num_warps": 4, "num_stages": 3}
+        assert "registers" in space.infeasible(wide), variant
+        assert space.infeasible({**wide, "num_warps": 8}) is None, variant

@@ -19,7 +19,16 @@ How the starter was chosen, with the figures: NOTES.md.
 from __future__ import annotations
 
 from kernelsearch.evaluators.families.matmul.spec import CASES
-from kernelsearch.evaluators.space import FP32_DEPTH, Move, SearchSpace, fill, num_programs, shared_limit
+from kernelsearch.evaluators.space import (
+    FP32_DEPTH,
+    Move,
+    SearchSpace,
+    fill,
+    num_programs,
+    per_thread,
+    register_limit,
+    shared_limit,
+)
 
 _PROLOGUE = '''import torch
 import triton
@@ -348,6 +357,60 @@ def shared_bytes(p: dict, size: int = 2) -> int:
     return operands
 
 
+def _tma_path(case) -> bool:
+    """Whether a TMA variant takes its TMA path at `case` (16-byte aligned row strides: K and N multiples of 16
+    bytes), not the `tiled` fallback."""
+    size = 4 if case.dtype == "float32" else 2
+    return case.params["k"] * size % 16 == 0 and case.params["n"] * size % 16 == 0
+
+
+def _timed_path(p: dict, case) -> bool:
+    """Whether `case` compiles the variant's own kernel as the timed case does: 16-bit operands (wgmma), on the TMA
+    path, or for the pointer variants with M, N and K multiples of 16 (Triton's divisibility hints vectorize the
+    loads). Elsewhere, at the small and odd correctness cases and the fp32 ones (an FMA loop over registers), nearly
+    every point spills, the starter too (odd-bf16: 4084 B; fp32: 18 KB) and 64 x 64 tiles (56 B, 3 KB): those
+    spills slow only a correctness call, so they refuse nothing."""
+    if case.dtype == "float32":
+        return False
+    if p["variant"].startswith("tma"):
+        return _tma_path(case)
+    return all(case.params[d] % 16 == 0 for d in ("m", "n", "k"))
+
+
+def registers_limit(p: dict, case) -> str | None:
+    """Spills where it is timed: the BM x BN fp32 accumulator spread over the program's threads, against the
+    three quarters of a thread's 255 registers the other families' models allow (space.register_limit). sm_90
+    compiles at the timed case: 128 values a thread compiled to 154-255 registers without a spill (tiled 218,
+    persistent 244-255, TMA 154-157), 256 spilled 2.8-4.2 KB in every variant (128 x 256 on 4 warps)."""
+    if not _timed_path(p, case):
+        return None
+    acc = per_thread(p["BM"] * p["BN"], p["num_warps"])
+    return register_limit(acc, p["num_warps"], f"the {p['BM']} x {p['BN']} accumulator on {p['num_warps']} warps")
+
+
+def warp_specialize_limit(p: dict, case) -> str | None:
+    """Triton 3.6's warp specialization (the NVGPUWarpSpecialization pass) of a 16-bit TMA loop with one consumer
+    warpgroup (4 warps) fails to compile ("PassManager::run failed") unless the tile is 64 rows of at most 128
+    columns (64 x 64 and 64 x 128: 168 registers; 128 x 64, 128 x 128, 64 x 256, 128 x 256 failed at every BK and
+    depth tried). On 8 warps every tile tried compiled."""
+    if not (p["warp_specialize"] and p["variant"].startswith("tma") and p["num_warps"] == 4):
+        return None
+    if case.dtype == "float32" or not _tma_path(case) or (p["BM"] <= 64 and p["BN"] <= 128):
+        return None
+    return (f"warp specialization on 4 warps of a {p['BM']} x {p['BN']} tile fails to compile in Triton 3.6 "
+            "(NVGPUWarpSpecialization); only 64 x 64 and 64 x 128 tiles compile there")
+
+
+_shared = shared_limit(shared_bytes)
+
+
+def limits(p: dict, case) -> str | None:
+    """The feasibility model (evaluators/space.py), calibrated with bench/feasibility.py against sm_90 compiles:
+    shared memory of the tiles and stages, accumulator registers at the timed path, and the warp-specialized
+    tiles Triton cannot compile. It refuses what fails to compile and what spills where it is timed."""
+    return _shared(p, case) or warp_specialize_limit(p, case) or registers_limit(p, case)
+
+
 SPACE = SearchSpace(params=PARAMS, default=DEFAULT, template=_template, moves=_moves(),
                     tuning=["num_stages", "GROUP_M", "BK", "num_warps"],
-                    cases=CASES, limits=shared_limit(shared_bytes))
+                    cases=CASES, limits=limits)

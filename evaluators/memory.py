@@ -86,7 +86,7 @@ class CasePlan:
         d = asdict(self)
         for k in ("in_bytes", "out_bytes", "weight_bytes", "free_bytes"):
             d[k.replace("_bytes", "_mb")] = round(d.pop(k) / 2**20, 2)
-        return {k: v for k, v in d.items() if v not in (None, False) or k in ("stability",)}
+        return {k: v for k, v in d.items() if v is not None and (v is not False or k == "stability")}
 
 
 def plan_case(name: str, inputs: list, outputs: list, weights: list, free: int, free_from: str, *,
@@ -137,8 +137,12 @@ def refuse_line(name: str, in_b: int, out_b: int, free: int) -> str | None:
     """The judge cannot hold a case's outputs (the candidate's and the reference's): one line, or None."""
     if 2 * out_b <= HARD_MARGIN * free:
         return None
-    return (f"case {name}: the judge needs {2 * out_b / 2**20:,.0f} MiB for the candidate's and the reference's "
-            f"outputs (inputs {in_b / 2**20:,.0f} MiB), {free / 2**20:,.0f} MiB free")
+    return (f"case {name}: the judge needs {_mib(2 * out_b)} for the candidate's and the reference's outputs "
+            f"(inputs {_mib(in_b)}), {_mib(free)} free")
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.0f} MiB" if n >= 10 * 2**20 else f"{n / 2**20:.3g} MiB"
 
 
 def timing_calls(in_b: int, out_b: int, sides: int, free: int, want: int, batch_bytes: int,

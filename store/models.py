@@ -58,7 +58,7 @@ class Kernel(SQLModel, table=True):
 class Evaluation(SQLModel, table=True):
     id: Optional[int] = Field(default=None, primary_key=True)
     kernel_id: int = Field(foreign_key="kernel.id", index=True, unique=True)
-    status: str                           # ok | compile_error | incorrect | timeout | crash | rejected
+    status: str                           # ok | compile_error | incorrect | timeout | crash | rejected | harness_error
     reason: Optional[str] = None          # one line: why it is not ok (the check that failed)
     error_text: Optional[str] = None      # the longer text kept for the next prompt (traceback, mismatches)
     stage: Optional[str] = None           # the last stage reached: static | compile | correctness | timing

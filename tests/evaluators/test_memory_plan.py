@@ -191,3 +191,49 @@ def test_oom_recognised():
     assert is_out_of_memory(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 9 bytes"))
     assert is_out_of_memory("OutOfMemoryError: CUDA out of memory.")
     assert not is_out_of_memory(RuntimeError("shape mismatch")) and not is_out_of_memory(ValueError("out of memory"))
+
+
+def test_a_runner_out_of_memory_on_the_inputs_the_judge_sized_is_the_harness_failure():
+    from kernelsearch.evaluators.memory import JudgeMemory
+    from kernelsearch.evaluators.status import HarnessFailure
+
+    mem = JudgeMemory({}, "cuda", 64)
+    with pytest.raises(HarnessFailure) as err:
+        mem.raise_if_out_of_memory({"type": "OutOfMemoryError", "text": OOM, "tb": ""},
+                                   "the candidate's process receiving inputs", "timing")
+    assert err.value.status == "harness_error" and "Tried to allocate 12.00 GiB" in err.value.reason
+    mem.raise_if_out_of_memory({"type": "RuntimeError", "text": "an illegal memory access"}, "x", "timing")   # not
+
+
+def test_a_family_under_a_tight_plan_keeps_its_verdicts():
+    from kernelsearch.evaluators.problem import load_problem
+    from tests.helpers import ONLINE
+
+    softmax = load_problem("softmax")
+    tight = EvalSettings(trials=1, aot_compile=False, judge_memory_mb=3)
+    r = evaluate(softmax, ONLINE, tight, mode="cpu", seed=7)
+    assert r.status == "ok", r.reason
+    plans = {c["case"].split("[")[0]: c for c in r.detail["memory_plan"]["cases"]}
+    assert plans["mid"]["reference"] == "float32" and not plans["mid"]["stability"]
+    assert plans["large"]["reference"] == "float64" and plans["large"]["stability"]   # the stability checks' case
+    wrong = harness.__file__.rsplit("/", 1)[0] + "/families/softmax/wrong/no_max_subtraction.py"
+    r = evaluate(softmax, open(wrong).read(), tight, mode="cpu", seed=7)
+    assert r.status == "incorrect" and "scale=50" in r.reason, r.reason
+
+
+def test_stability_checks_move_to_a_case_that_fits_or_are_skipped_with_a_note():
+    from kernelsearch.evaluators.memory import JudgeMemory
+    from kernelsearch.evaluators.problem import Case
+
+    cases = [Case("small", {}), Case("big", {})]
+    x = torch.empty(1000, device="meta")
+    mem = JudgeMemory({}, "cpu", None)
+    mem.plans = {"small": plan_case("small", [x], [x], [], 1 << 30, "setting"),
+                 "big": plan_case("big", [x], [x], [], 1 << 16, "setting")}
+    assert mem.stability_case(cases, ("large",)).name == "small"
+    assert "stability checks on small" in mem.detail["memory_plan"]["notes"][0]
+    mem.plans["small"] = mem.plans["big"]
+    assert mem.stability_case(cases, ("large",)) is None
+    assert "stability checks skipped" in mem.detail["memory_plan"]["notes"][1]
+    assert mem.stability_case(cases, ()) is None   # a problem without stability checks: nothing to note
+    assert len(mem.detail["memory_plan"]["notes"]) == 2

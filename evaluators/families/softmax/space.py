@@ -90,11 +90,14 @@ def _launch(x, y, n_rows, n_cols):
     if rows > 1 and block * rows > 65536:   # over 256 KB of fp32 a program: it spills, or compiles for minutes
         raise ValueError(f"softmax: {rows} rows of {n_cols} do not fit in one program's registers; "
                          f"use fewer rows per program or a chunked variant")
+    warps = $num_warps
+    while warps < 32 and block * rows > 64 * 32 * warps:   # rows far wider than the warps were picked for (a
+        warps *= 2                                         # 32000-wide correctness case): 64 values a thread, not spills
     groups = triton.cdiv(n_rows, rows)
     grid = (min(groups, _num_programs(x)),) if $PERSISTENT else (groups,)
     _softmax_rows_kernel[grid](x, y, n_rows, n_cols, x.stride(0), y.stride(0),
                                BLOCK=block, ROWS=rows, PERSISTENT=$PERSISTENT,
-                               num_warps=$num_warps, num_stages=$num_stages)
+                               num_warps=warps, num_stages=$num_stages)
 '''
 
 _ONLINE = '''

@@ -37,11 +37,14 @@ def _launch(x, w, b, y, n_rows, n_cols, eps):
     if block * rows > 65536:
         raise ValueError(f"layernorm: {rows} rows of {n_cols} do not fit in one program's registers; use fewer "
                          f"rows per program or a chunked variant")
+    warps = 8
+    while warps < 32 and block * rows > 64 * 32 * warps:   # rows far wider than the warps were picked for (the
+        warps *= 2                                         # 16384-wide correctness case): 64 values a thread
     groups = triton.cdiv(n_rows, rows)
     grid = (min(groups, _num_programs(x)),) if False else (groups,)
     _layernorm_rows_kernel[grid](x, w, b, y, n_rows, n_cols, x.stride(0), y.stride(0), eps,
                                  BLOCK=block, ROWS=rows, PERSISTENT=False,
-                                 num_warps=8, num_stages=2)
+                                 num_warps=warps, num_stages=2)
 
 
 _SMS = {}

@@ -185,9 +185,9 @@ def meta_outputs(problem, case, inputs: list) -> tuple[list, bool]:
     from kernelsearch.evaluators.problem import DTYPES
 
     try:
-        torch.manual_seed(0)
+        init = problem.build_init_inputs(case)   # outside the meta device: a sized module is made (and kept) here
         with torch.device("meta"):
-            model = problem.module.Model(*problem.build_init_inputs(case))
+            model = problem.module.Model(*init)
         dtype = case.dtype if problem.family is not None and case.dtype in DTYPES else None
         if dtype and isinstance(model, torch.nn.Module):
             model = model.to(DTYPES[dtype])

@@ -10,6 +10,10 @@ only where no case refuses it. No move, no branch and (through `refusal`, which 
 code) no evaluation lands on a point the model refuses. The models and their calibration against sm_90
 compiles: bench/feasibility.py.
 
+Starting points: a family's default is tuned at its timed case. At another shape (a model's, a matched KernelBench
+problem's) round 0 starts from `default_for(case, cases)`: the family's `shaped` rule, where it has one and the
+feasibility model accepts its point at every case (`row_tile` and `packed_rows` size whole-row tiles for it).
+
 The kit, one scheme for every family: a template is Python source with `$NAME` placeholders (string.Template
 syntax) filled by `fill`. A placeholder alone on its line takes a snippet (several lines of code, written at any
 indentation) and sets it at that line's indentation; the snippets shared by several families live here

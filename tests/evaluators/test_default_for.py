@@ -74,3 +74,17 @@ def test_reduce_cuts_its_chunk_to_a_short_row_and_splits_few_wide_ones():
     assert short["BLOCK"] * short["ROWS"] == space.default["BLOCK"] * space.default["ROWS"]   # the tuned tile
     few = space.default_for(Case("p", {"rows": 16, "cols": 1 << 20}, "float32", timed=True))
     assert few["variant"] == "split" and 16 * few["SPLIT"] >= 2 * 132
+
+
+@pytest.mark.parametrize("case_name", ["model", "wide-odd"])
+def test_the_512_wide_softmax_starter_compiles_for_sm90_without_spills(case_name):
+    # (on the CPU, in a child process: evaluators/aot.py). At the model case the 2-warp program of 2 rows; at the
+    # 4099-wide fp32 correctness case the launcher raises its warps instead of spilling (584 B before it did)
+    from kernelsearch.evaluators.aot import aot_report
+
+    problem = load_problem("softmax@rows=4096,cols=512,dtype=bfloat16")
+    r = aot_report(problem.starter_source, problem, case_name)
+    assert r["status"] == "ok", r
+    (k,) = r["kernels"]
+    assert k["name"] == "_softmax_rows_kernel" and k["spills_bytes"] == 0, k
+    assert k["num_warps"] == (2 if case_name == "model" else 8)

@@ -26,12 +26,15 @@ from kernelsearch.evaluators.client import RunnerClient, RunnerLost, spawn_local
 from kernelsearch.evaluators.correctness import compare
 from kernelsearch.evaluators.memory import JudgeMemory, is_out_of_memory, tensor_bytes
 from kernelsearch.evaluators.numerics import (
+    EAGER_SLACK_CHECK,
     NATIVE,
     _no_worse_than_eager,
     _overflows,
+    eager_error,
     pin_precision,
     references,
     stability_inputs,
+    within_eager,
 )
 from kernelsearch.evaluators.problem import DTYPES, Case, Problem
 from kernelsearch.evaluators.result import EvalResult
@@ -85,6 +88,8 @@ class Judge:
         self.candidate_path = candidate_path
         self.candidate_user = candidate_user   # {"uid", "home"} of the candidate's runner, where it has its own user
         self._case_bytes: dict[str, int] = {}   # a case's input bytes, as drawn by the correctness stage
+        self._eager_abs: dict[str, float] = {}   # a case's eager max abs error from the high-precision reference
+        self._eager_decided: set[str] = set()     # cases where eager's own error decided correctness
         self.detail: dict = {"cases": []}
         self.mem = JudgeMemory(self.detail, self.device, settings.judge_memory_mb)   # each case's memory plan
         self.cand: RunnerClient | None = None
@@ -289,13 +294,37 @@ class Judge:
             want, want_hi = references(ref, inputs, plan.hi or NATIVE)
             self._add_s("references", t_ref)
             self.mem.doing = f"comparing the outputs of {case.describe()} (chunks of {plan.chunk:,} elements)"
-            cmp = compare(got, want, want_hi, atol, rtol, plan.chunk)
+            cmp = self._judge_values(case, got, want, want_hi, atol, rtol, plan.chunk)
             self.detail["cases"].append({"case": case.describe(), "trial": trial, "ok": cmp.ok,
-                                         "max_abs": cmp.max_abs, "max_rel": cmp.max_rel})
+                                         "max_abs": cmp.max_abs, "max_rel": cmp.max_rel,
+                                         **({"judged_by": "eager's own error"} if case.name in self._eager_decided
+                                            else {})})
             if not cmp.ok:
                 raise CandidateFailure(Status.incorrect, f"case {case.describe()} trial {trial}: {cmp.reason}"
                                        f"{self._precision_note(case)}", cmp.detail or None, stage="correctness")
             del got, want, want_hi
+
+    def _judge_values(self, case: Case, got, want, want_hi, atol: float, rtol: float, chunk: int):
+        """`compare`, and where its values fail a tolerance that eager misses as well, eager's own error decides
+        (numerics.within_eager); eager's max abs error is kept for the timed-output check (`timed_tolerance`)."""
+        cmp = compare(got, want, want_hi, atol, rtol, chunk)
+        if want_hi is not want and case.name not in self._eager_abs:
+            self._eager_abs[case.name] = eager_error(want, want_hi, chunk)
+        if not cmp.ok:
+            cmp, decided = within_eager(got, want, want_hi, atol, rtol, cmp, chunk)
+            if decided is not None:
+                self._eager_decided.add(case.name)
+        return cmp
+
+    def timed_tolerance(self, case: Case) -> tuple[float, float]:
+        """The timed outputs' (atol, rtol). They are checked against eager's answer in float32 (clock.py), which is
+        itself up to eager's max abs error E from the high-precision reference the correctness stage used: atol + E,
+        or (EAGER_SLACK_CHECK + 1) x E where eager's own error decided correctness."""
+        atol, rtol = self.problem.tolerance(case)
+        e = self._eager_abs.get(case.name, 0.0)
+        if case.name in self._eager_decided:
+            return max(atol + e, (EAGER_SLACK_CHECK + 1.0) * e), rtol
+        return atol + e, rtol
 
     def _repeat_check(self, case: Case) -> None:
         """Two calls on different inputs of the same shape, both before the reference runs; both must be right (a
@@ -313,7 +342,8 @@ class Judge:
         atol, rtol = self.problem.tolerance(case)
         self.mem.doing = f"the references and comparisons of the cache check on {case.describe()}"
         for i, inputs in enumerate(sets):
-            cmp = compare(outs[i], *references(ref, inputs, plan.hi or NATIVE), atol, rtol, plan.chunk)
+            cmp = self._judge_values(case, outs[i], *references(ref, inputs, plan.hi or NATIVE), atol, rtol,
+                                     plan.chunk)
             if not cmp.ok:
                 raise CandidateFailure(Status.incorrect, f"cache check: call {i} of two on different inputs of shape "
                                        f"{case.describe()} is wrong ({cmp.reason}): results are reused across "

@@ -62,7 +62,7 @@ def test_a_failure_stands_where_eager_meets_the_tolerance():
     assert not verdict.ok and decided is None
 
 
-M, N, K = 96, 96, 4096
+M, N, K = 64, 64, 4096
 
 PROBLEM = textwrap.dedent(f"""
     import torch
@@ -133,7 +133,7 @@ def long_k(tmp_path_factory):
     path.write_text(PROBLEM)
     problem = load_file(path)
     # its own size only, on the CPU too (the derived interpreter cases have K of 513 at most, where eager meets
-    # the tolerance): 786K input elements, under the interpreter's bound
+    # the tolerance): 524K input elements, under the interpreter's bound
     own = [c for c in problem.cases if c.timed][0]
     return dataclasses.replace(problem, cases=[dataclasses.replace(own, cpu=True)])
 

@@ -5,13 +5,15 @@ says what was found. In order:
 - a graph of elementwise operations gets the generated pointwise family (evaluators/pointwise.py);
 - a graph that is one built-in family's operation at other shapes gets that family's template and search space,
   with a `ModelNew` of the problem's constructor and forward around the family's public function (softmax along any
-  dim; sum along one dim, keepdim or not; mm and bmm with transposed or flattened operands; layer norm over the
+  dim; sum along one dim, keepdim or not; mm with transposed or flattened operands; bmm and batched torch.matmul
+  (3-D/4-D, batch dims broadcast, operands transposed) by the family's batched `tiled` kernel; layer norm over the
   trailing dims with its weight and bias; cross-entropy with a mean over the batch; RMS norm as x / sqrt(mean(x^2) +
   eps) along one dim). The family's default is adjusted to the shape where its own would not fit (a softmax row too
   wide for registers starts from the online sweep; a layer norm of few, very wide rows from the split kernel);
 - a linear layer (or a product with a parameter) followed by elementwise ops (level 2's Gemm_X_Y) gets the matmul
   family's template and space for the GEMM and one generated elementwise kernel for the bias and the epilogue;
 - anything else raises `Unmatched`, one line naming the ops found and saying to use an LLM provider.
+The module is long because each family's matcher reads its own pattern of the traced graph; they share the adapter.
 """
 from __future__ import annotations
 
@@ -97,7 +99,8 @@ class ModelNew(torch.nn.Module):
 
 def adapted_space(family: str, traced: Traced, body: list[str], summary: str, default: dict | None = None,
                   fits: Callable[[dict], bool] | None = None, space_module: str | None = None,
-                  case: Case | None = None) -> SearchSpace:
+                  case: Case | None = None, family_template: Callable[[dict], str] | None = None,
+                  case_limits: bool = False) -> SearchSpace:
     """`family`'s search space whose every kernel ends with a ModelNew of the problem's constructor and forward,
     whose forward is `body` (lines calling the family's public function). The starter is the family's point for
     the problem's shape `case` (its space's `default_for`: a 512-wide softmax row does not start from the 32000-wide
@@ -109,15 +112,23 @@ def adapted_space(family: str, traced: Traced, body: list[str], summary: str, de
                               args=", ".join(traced.forward_args) or "*inputs",
                               body="\n".join("        " + line for line in body))
 
+    render = family_template or fam.template
+
     def template(p: dict) -> str:
-        code = fam.template(p)
+        code = render(p)
         return code.replace("class ModelNew(", "class _FamilyModelNew(", 1).rstrip("\n") + adapter
 
     start = {**(fam.default_for(case) if case is not None else fam.default), **(default or {})}
-    # the family's own limits model reads its own cases' dimensions; here the problem's shape decides (`fits`)
+
+    # the family's own limits model reads its own cases' dimensions; here the problem's shape decides (`fits`, or
+    # the family's model at the problem's `case` where its dimensions are the family's)
+    def limits(p: dict, _case: Case) -> str | None:
+        if fits is not None and not fits(p):
+            return f"does not fit {summary}"
+        return fam.limits(p, case) if case_limits and case is not None else None
+
     return SearchSpace(params=fam.params, default=start, template=template, moves=fam.moves, tuning=fam.tuning,
-                       cases=(ANY_CASE,),
-                       limits=lambda p, case: None if fits is None or fits(p) else f"does not fit {summary}")
+                       cases=(ANY_CASE,), limits=limits)
 
 
 def _core(traced: Traced, names: set[str]) -> list:
@@ -214,16 +225,14 @@ def _matmul(traced: Traced) -> Match | None:
     cores = [n for n in ops if op_name(n) in ("mm", "bmm")]
     if len(cores) != 1:
         return None
+    if op_name(cores[0]) == "bmm":
+        return _batched_matmul(traced, cores[0])
     mm = cores[0]
     a, b = (_operand(traced, mm.args[i]) for i in (0, 1))
     if a is None or b is None or isinstance(b[1], tuple):
         return None
     out = _result(traced)
     call = f"matmul({a[0]}, {b[0]})"
-    if op_name(mm) == "bmm":
-        if isinstance(a[1], tuple):
-            return None
-        call = f"_batched({a[0]}, {b[0]})"
     if out is not mm:   # the product viewed back to the flattened operand's leading dims
         m, s = meta(out), meta(mm)
         if not (isinstance(a[1], tuple) and op_name(out) in ("view", "_unsafe_view", "reshape") and out.args[0] is mm
@@ -237,21 +246,81 @@ def _matmul(traced: Traced) -> Match | None:
     if x.dtype != b[1].dtype:
         return None
     summary = f"{op_name(mm)} of {_shape(x)} and {_shape(b[1])}"
-    space = adapted_space("matmul", traced, body, summary)
-    if op_name(mm) == "bmm":
-        space = _with_helper(space, _BATCHED)
+    ma, mc = meta(mm.args[0]), meta(mm)
+    case = None
+    if ma is not None and mc is not None:
+        case = Case("problem", {"m": int(mc.shape[0]), "n": int(mc.shape[1]), "k": int(ma.shape[1])},
+                    str(x.dtype).removeprefix("torch."), timed=True)
+    return Match("matmul", summary, adapted_space("matmul", traced, body, summary, case=case, case_limits=True))
+
+
+def _batched_operand(traced: Traced, node) -> tuple[str, object] | None:
+    """A bmm operand as host code for the batched kernel (`bmm`, which broadcasts batch dims as torch.matmul does):
+    a forward argument, its last two dims transposed or not, given to bmm as it is (3-D), or as torch.matmul traces
+    it: broadcast over the batch (expand, a clone where the broadcast cannot be viewed) and flattened to 3-D."""
+    n = node
+    v = meta(n) if isinstance(n, torch.fx.Node) else None
+    if v is None or v.dim() != 3:
+        return None
+    if op_name(n) in ("view", "_unsafe_view", "reshape"):
+        s = meta(n.args[0])
+        if s is None or s.dim() < 2 or tuple(v.shape) != (math.prod(s.shape[:-2]), *s.shape[-2:]):
+            return None
+        n = n.args[0]
+        if isinstance(n, torch.fx.Node) and op_name(n) == "clone":
+            n = n.args[0]
+        if isinstance(n, torch.fx.Node) and op_name(n) == "expand":
+            e, s = meta(n), meta(n.args[0])
+            if e is None or s is None or tuple(e.shape[-2:]) != tuple(s.shape[-2:]):
+                return None
+            n = n.args[0]
+    suffix = ""
+    if isinstance(n, torch.fx.Node) and op_name(n) in ("transpose", "permute"):
+        t, s = meta(n), meta(n.args[0])
+        nd = s.dim() if s is not None else 0
+        if t is None or nd < 2:
+            return None
+        if op_name(n) == "permute":
+            swap = [d % nd for d in n.args[1]] == [*range(nd - 2), nd - 1, nd - 2]
+        else:
+            swap = {_dim(n.args[1], nd), _dim(n.args[2], nd)} == {nd - 2, nd - 1}
+        if not swap:
+            return None
+        suffix = ".transpose(-2, -1)"
+        n = n.args[0]
+    x = _tensor_input(traced, n)
+    if x is None or len(x.shape) < 2:
+        return None
+    return f"{x.name}{suffix}", x
+
+
+def _batched_matmul(traced: Traced, mm) -> Match | None:
+    """torch.bmm, or torch.matmul with batch dims (3-D/4-D, broadcast, transposed operands): the matmul family's
+    batched template (its `tiled` kernel with a batch axis) at the problem's batch, M, N, K and dtype."""
+    a, b = (_batched_operand(traced, mm.args[i]) for i in (0, 1))
+    out = _result(traced)
+    if a is None or b is None or a[1].dtype != b[1].dtype:
+        return None
+    c, o = meta(mm), meta(out)
+    if c is None or o is None:
+        return None
+    if out is not mm and not (op_name(out) in ("view", "_unsafe_view", "reshape") and out.args[0] is mm):
+        return None
+    ta, tb = meta(mm.args[0]), meta(mm.args[1])
+    K = int(ta.shape[2])
+    batch = tuple(torch.broadcast_shapes(a[1].shape[:-2], b[1].shape[:-2]))
+    M, N = int(c.shape[1]), int(c.shape[2])
+    if tuple(o.shape) != (*batch, M, N) or math.prod(batch) != c.shape[0] or int(tb.shape[1]) != K:
+        return None
+    from kernelsearch.evaluators.families.matmul.space import batched_template
+
+    dtype = str(a[1].dtype).removeprefix("torch.")
+    case = Case("problem", {"batch": math.prod(batch), "m": M, "n": N, "k": K}, dtype, timed=True)
+    body = [f"return bmm({a[0]}, {b[0]})"]
+    summary = f"bmm of {_shape(a[1])} and {_shape(b[1])}"
+    space = adapted_space("matmul", traced, body, summary, case=case, family_template=batched_template,
+                          case_limits=True)
     return Match("matmul", summary, space)
-
-
-_BATCHED = '''
-
-def _batched(a, b):
-    # one product per batch entry, each by the family's matmul kernel into its slice of the output
-    c = torch.empty((a.shape[0], a.shape[1], b.shape[2]), dtype=a.dtype, device=a.device)
-    for i in range(a.shape[0]):
-        c[i].copy_(matmul(a[i], b[i]))
-    return c
-'''
 
 
 def _with_helper(space: SearchSpace, helper: str) -> SearchSpace:

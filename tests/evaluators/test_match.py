@@ -196,3 +196,47 @@ def test_an_operand_of_the_outputs_trailing_dims_is_broadcast_over_the_leading_o
                       "[torch.randn(2, 3, 24, 24), torch.randn(3, 1, 24)]")
     with pytest.raises(Exception, match=r"input b is \(3, 1, 24\), not broadcast"):
         match_problem(middle)
+
+
+def test_batched_products_get_the_matmul_familys_batched_tiled_kernel(tmp_path):
+    """torch.bmm (3-D) and a 4-D torch.matmul whose batch dims broadcast, its right operand a transposed view
+    (q @ k^T with one key set shared by every head): the matmul family's `bmm` (the tiled kernel with a batch axis)
+    at the problem's shapes; the variants with no batch axis refused there; the kernels agree with torch at every
+    interpreter case, and one whose A batch stride is dropped does not."""
+    bmm = _load(FIXTURES / "bmm.py")
+    m = match_problem(bmm)
+    assert (m.kind, m.summary) == ("matmul", "bmm of 6x40x24 float32 and 6x24x36 float32")
+    assert m.space.default["variant"] == "tiled" and "return bmm(A, B)" in m.space.render(m.space.default)
+    for variant in ("persistent", "tma", "tma_persistent"):
+        assert "no batch axis" in m.space.infeasible({**m.space.default, "variant": variant})
+    moved = [new for _, new in m.space.applicable(m.space.default)]
+    assert moved and all(p["variant"] == "tiled" for p in moved)
+    small = {**m.space.default, "BM": 64, "BN": 64, "BK": 32, "num_warps": 4}
+    for p in (m.space.default, small):
+        for case in bmm.cases_for("cpu"):
+            _agrees(bmm, m.space.render(p), case=case)
+
+    scores = _load(FIXTURES / "attention_scores.py")
+    m = match_problem(scores)
+    assert (m.kind, m.summary) == ("matmul", "bmm of 3x4x20x16 float32 and 3x1x28x16 float32")
+    code = m.space.render(m.space.default)
+    assert "return bmm(q, k.transpose(-2, -1))" in code
+    for case in scores.cases_for("cpu"):
+        _agrees(scores, code, case=case)
+    _agrees(scores, m.space.render({**small, "GROUP_M": 1}))
+    # the kernel must move A by its batch strides: without the inner one every head reads head 0's rows
+    shift = "a_ptr += tl.program_id(2).to(tl.int64) * s_a1 + tl.program_id(1).to(tl.int64) * s_a2"
+    assert shift in code
+    wrong = code.replace(shift, "a_ptr += tl.program_id(2).to(tl.int64) * s_a1")
+    with pytest.raises(AssertionError):
+        _agrees(scores, wrong)
+
+    # a 4-D product of equal batch dims and a 3-D one broadcast against a 4-D one, written inline
+    eq = _problem(tmp_path, "mm4d", "    def forward(self, a, b):\n        return torch.matmul(a, b)",
+                  "[torch.randn(2, 3, 9, 5), torch.randn(2, 3, 5, 7)]")
+    m = match_problem(eq)
+    assert m.summary == "bmm of 2x3x9x5 float32 and 2x3x5x7 float32"
+    _agrees(eq, m.space.render(small))
+    mixed = _problem(tmp_path, "mm3d4d", "    def forward(self, a, b):\n        return a @ b",
+                     "[torch.randn(3, 9, 5), torch.randn(2, 3, 5, 7)]")
+    _agrees(mixed, match_problem(mixed).space.render(small))

@@ -95,7 +95,7 @@ def test_config_takes_model_in_place_of_problem(tmp_path):
 
 def test_the_offline_provider_takes_the_generated_problems_the_matcher_matches(tiny_profile, tmp_path):
     """The plan asks evaluators/match.py about each generated problem, as the child run's offline provider would:
-    the elementwise add, mul and silu are searchable; what the matcher refuses is left out with its own line."""
+    the elementwise add, mul and silu and the 4-D attention matmul are searchable."""
     from kernelsearch.model.pipeline import _unsearchable, _write_problem
 
     cfg = parse_config({"model": LLAMA, "llm": {"provider": "offline"}})
@@ -104,9 +104,16 @@ def test_the_offline_provider_takes_the_generated_problems_the_matcher_matches(t
     for key in ("add-2x16x64_2x16x64-float32", "mul-2x16x128_2x16x128-float32", "silu-2x16x128-float32",
                 "add-2x4x16x16_16x16-float32"):   # (the last: the attention mask, broadcast over batch and heads)
         assert parts[key].kind == "generated" and why[key] is None, (key, why[key])
-    refused = why["matmul-2x4x16x16_2x4x16x16-float32"]   # a 4-D matmul: expand, view, bmm, view
-    assert refused.startswith("the offline provider has no kernel family") and "bmm" in refused
-    assert "LLM provider" in refused and "\n" not in refused
+    # the attention products (q @ k^T, p @ v), a 4-D matmul traced as expand, view, bmm, view: the matmul family's
+    # batched kernel
+    assert why["matmul-2x4x16x16_2x4x16x16-float32"] is None
+    from kernelsearch.evaluators.match import match_problem
+    from kernelsearch.evaluators.problem import load_file
+
+    path = _write_problem(parts["matmul-2x4x16x16_2x4x16x16-float32"], tmp_path)
+    m = match_problem(load_file(path))
+    assert (m.kind, m.summary) == ("matmul", "bmm of 2x4x16x16 float32 and 2x4x16x16 float32")
+    assert "return bmm(a, b)" in m.space.render(m.space.default)
     assert why["softmax-128x16-float32"] is None   # families: searchable as before
     llm = parse_config({"model": LLAMA, "llm": {"provider": "openai", "model": "gpt-x"}})
     assert _unsearchable(llm, parts["matmul-2x4x16x16_2x4x16x16-float32"], "unused.py") is None

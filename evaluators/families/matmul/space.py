@@ -14,7 +14,14 @@ and B columns of neighbouring programs in L2 so DRAM sees them about once.
   (a producer warp issues copies while the consumers run wgmma) and a split epilogue store that halves the
   shared memory the C tile needs. TMA needs 16-byte aligned row strides; other shapes fall back to `tiled`.
 fp32 inputs use input_precision="ieee" (no TF32), as torch.matmul does by default.
-How the starter was chosen, with the figures: NOTES.md.
+Batched products (torch.bmm, torch.matmul on 3-D/4-D operands: attention's q @ k^T and p @ v; KernelBench's batched
+matmuls) render the same template with `batched_template`: a `bmm` public function and the `tiled` kernel with a
+batch axis (`_bmm_kernel`: program_id 1 and 2 the batch dims, each operand's batch strides passed, 0 along a
+broadcast dim, and any row/column strides, so k^T is read through its transposed view without a copy). The other
+variants have no batch axis: `limits` refuses them at a case with a `batch` size, and the `shaped` rule starts a
+batched problem from `tiled`.
+How the starter was chosen, with the figures: NOTES.md. The module is long because the four variants' templates,
+the batched kernel and the feasibility model calibrated against them live together, as in every family's space.py.
 """
 from __future__ import annotations
 
@@ -253,17 +260,101 @@ class ModelNew(torch.nn.Module):
 '''
 
 
-def _template(p: dict) -> str:
-    body = {"tiled": _TILED, "persistent": _PERSISTENT, "tma": _TMA + _TMA_HELPERS,
-            "tma_persistent": _TMA_PERSISTENT + _TMA_HELPERS}[p["variant"]]
-    return fill(_PROLOGUE + body + _EPILOGUE, {
+_BATCHED = '''
+
+@triton.jit
+def _bmm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, s_a1, s_a2, s_am, s_ak, s_b1, s_b2, s_bk, s_bn, s_c1, s_c2, s_cm, s_cn,
+                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+                PRECISION: tl.constexpr):
+    # `tiled` with a batch axis: program_id(0) walks one product's C tiles (grouped order), program_id(1) and (2)
+    # the inner and outer batch dims. Each operand moves by its own batch strides: 0 along a broadcast dim, so
+    # every entry along it reads the same A (or B), which stays in L2.
+    a_ptr += tl.program_id(2).to(tl.int64) * s_a1 + tl.program_id(1).to(tl.int64) * s_a2
+    b_ptr += tl.program_id(2).to(tl.int64) * s_b1 + tl.program_id(1).to(tl.int64) * s_b2
+    c_ptr += tl.program_id(2).to(tl.int64) * s_c1 + tl.program_id(1).to(tl.int64) * s_c2
+    pid_m, pid_n = _tile_coords(tl.program_id(0), tl.cdiv(M, BM), tl.cdiv(N, BN), GROUP_M)
+    offs_am = (pid_m * BM + tl.arange(0, BM)) % M
+    offs_bn = (pid_n * BN + tl.arange(0, BN)) % N
+    offs_k = tl.arange(0, BK)
+    a_ptrs = a_ptr + offs_am.to(tl.int64)[:, None] * s_am + offs_k[None, :] * s_ak
+    b_ptrs = b_ptr + offs_k[:, None] * s_bk + offs_bn.to(tl.int64)[None, :] * s_bn
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        k_left = K - k * BK
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        a_ptrs += BK * s_ak
+        b_ptrs += BK * s_bk
+    offs_cm = pid_m * BM + tl.arange(0, BM)
+    offs_cn = pid_n * BN + tl.arange(0, BN)
+    c_ptrs = c_ptr + offs_cm.to(tl.int64)[:, None] * s_cm + offs_cn[None, :] * s_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
+
+
+def bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    # torch.matmul's batched product: a (..., M, K) @ b (..., K, N), the batch dims broadcast
+    if a.dtype not in (torch.float32, torch.float16, torch.bfloat16) or b.dtype != a.dtype:
+        raise TypeError(f"bmm kernel: unsupported dtypes {a.dtype} @ {b.dtype}")
+    if a.dim() < 2 or b.dim() < 2 or a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"bmm kernel: shapes {tuple(a.shape)} @ {tuple(b.shape)}")
+    nd = max(a.dim(), b.dim())
+    batch = []
+    for x, y in zip((1,) * (nd - a.dim()) + tuple(a.shape[:-2]), (1,) * (nd - b.dim()) + tuple(b.shape[:-2])):
+        if x != y and 1 not in (x, y):
+            raise ValueError(f"bmm kernel: batch dims of {tuple(a.shape)} and {tuple(b.shape)} do not broadcast")
+        batch.append(y if x == 1 else x)
+    M, K = a.shape[-2:]
+    N = b.shape[-1]
+    c = torch.empty((*batch, M, N), dtype=a.dtype, device=a.device)
+    if c.numel() == 0:
+        return c
+    if K == 0:
+        return c.zero_()
+    # views, no copies: a broadcast batch dim gets stride 0, a transposed operand keeps its strides
+    a = a.expand(*batch, M, K)
+    b = b.expand(*batch, K, N)
+    c3 = c
+    if len(batch) > 2:   # the leading batch dims merged into one (reshape copies only where their strides do not)
+        a, b, c3 = a.reshape(-1, *a.shape[-3:]), b.reshape(-1, *b.shape[-3:]), c.view(-1, *c.shape[-3:])
+    while a.dim() < 4:
+        a, b, c3 = a.unsqueeze(0), b.unsqueeze(0), c3.unsqueeze(0)
+    B1, B2 = c3.shape[0], c3.shape[1]
+    if B1 > 65535 or B2 > 65535:
+        raise ValueError(f"bmm kernel: batch dims {B1} x {B2}: a grid axis holds at most 65535")
+    grid = (triton.cdiv(M, $BM) * triton.cdiv(N, $BN), B2, B1)
+    _bmm_kernel[grid](a, b, c3, M, N, K, *a.stride(), *b.stride(), *c3.stride(),
+                      BM=$BM, BN=$BN, BK=$BK, GROUP_M=$GROUP_M,
+                      PRECISION="ieee" if a.dtype == torch.float32 else "tf32",
+                      num_warps=$num_warps, num_stages=_depth($num_stages, a))
+    return c
+'''
+
+
+def _values(p: dict) -> dict:
+    return {
         "FP32_DEPTH": FP32_DEPTH, "TMA_STORE": _TMA_STORE[p["epilogue_subtile"]],
         "BM": p["BM"], "BN": p["BN"], "BK": p["BK"], "GROUP_M": p["GROUP_M"],
         "num_warps": p["num_warps"], "num_stages": p["num_stages"],
         # (the value itself, read or not: the variants without a persistent grid render it too)
         "NUM_PROGRAMS": num_programs(p["programs_per_sm"], "PROGRAMS_PER_SM programs per SM"),
         "FLATTEN": p["flatten"], "WARP_SPECIALIZE": p["warp_specialize"], "SUBTILE": p["epilogue_subtile"],
-    })
+    }
+
+
+def _body(p: dict) -> str:
+    return {"tiled": _TILED, "persistent": _PERSISTENT, "tma": _TMA + _TMA_HELPERS,
+            "tma_persistent": _TMA_PERSISTENT + _TMA_HELPERS}[p["variant"]]
+
+
+def _template(p: dict) -> str:
+    return fill(_PROLOGUE + _body(p) + _EPILOGUE, _values(p))
+
+
+def batched_template(p: dict) -> str:
+    """The template with `bmm` (the batched `tiled` kernel at p's tiles, warps and depth) beside `matmul`: what the
+    offline matcher wraps for a batched product (evaluators/match.py). Only `tiled` points are feasible there."""
+    return fill(_PROLOGUE + _body(p) + _BATCHED + _EPILOGUE, _values(p))
 
 
 PARAMS = {
@@ -401,16 +492,36 @@ def warp_specialize_limit(p: dict, case) -> str | None:
             "(NVGPUWarpSpecialization); only 64 x 64 and 64 x 128 tiles compile there")
 
 
+def batch_limit(p: dict, case) -> str | None:
+    """A batched case (a `batch` size among its params: a matched bmm / batched matmul) runs `bmm`, whose batch
+    axis only the `tiled` kernel has."""
+    if "batch" in case.params and p["variant"] != "tiled":
+        return f"the {p['variant']} variant has no batch axis (a batched product runs the tiled kernel only)"
+    return None
+
+
 _shared = shared_limit(shared_bytes)
 
 
 def limits(p: dict, case) -> str | None:
     """The feasibility model (evaluators/space.py), calibrated with bench/feasibility.py against sm_90 compiles:
     shared memory of the tiles and stages, accumulator registers at the timed path, and the warp-specialized
-    tiles Triton cannot compile. It refuses what fails to compile and what spills where it is timed."""
-    return _shared(p, case) or warp_specialize_limit(p, case) or registers_limit(p, case)
+    tiles Triton cannot compile. It refuses what fails to compile and what spills where it is timed, and at a
+    batched case every variant but `tiled`."""
+    return batch_limit(p, case) or _shared(p, case) or warp_specialize_limit(p, case) or registers_limit(p, case)
+
+
+# a batched product's starter: `tiled` (the only variant with a batch axis), 128 x 128 tiles on 8 warps (64 fp32
+# accumulator values a thread); the starter's BK, depth and group order
+BATCHED_START = {"variant": "tiled", "BM": 128, "BN": 128, "num_warps": 8}
+
+
+def _shaped(case, cases) -> dict:
+    """The starter's knobs at another shape: a batched case starts from BATCHED_START; a 2-D one from the default
+    (family_at's model shapes keep starter.py)."""
+    return dict(BATCHED_START) if any("batch" in c.params for c in cases) else {}
 
 
 SPACE = SearchSpace(params=PARAMS, default=DEFAULT, template=_template, moves=_moves(),
                     tuning=["num_stages", "GROUP_M", "BK", "num_warps"],
-                    cases=CASES, limits=limits)
+                    cases=CASES, limits=limits, shaped=_shaped)

@@ -6,6 +6,11 @@ for the H200 (evaluators/aot.py), and the verdict compared with the model's.
     python3 bench/feasibility.py cross_entropy --points '[{"variant": "online", "BLOCK": 32768, "num_stages": 4}]'
     python3 bench/feasibility.py softmax --at rows=131072,cols=512,dtype=bfloat16 --cases model
 
+`family` may also be a KernelBench-format problem file: the offline matcher's space for it (evaluators/match.py, the
+family's limits at the problem's shape), its own and derived cases, the matched starter among the points:
+
+    python3 bench/feasibility.py tests/fixtures/problems/offline/bmm.py --cases own --points '[{"BM": 64}]'
+
 `--at` takes the family at a model's shape (its correctness cases and the `model` case) and adds the starter a
 search there seeds with (the space's `default_for`) to the points, beside the tuned default.
 
@@ -74,8 +79,13 @@ def main(argv: list[str]) -> int:
                                  "starter there (default_for) and the default to the points")
     args = ap.parse_args(argv)
 
-    problem = load_problem(f"{args.family}@{args.at}") if args.at else load_family(args.family)
-    space = problem.family.SPACE
+    if args.family.endswith(".py"):   # a problem file: the space the offline matcher gives it
+        from kernelsearch.evaluators.match import match_problem
+        problem = load_problem(args.family)
+        space = match_problem(problem).space
+    else:
+        problem = load_problem(f"{args.family}@{args.at}") if args.at else load_family(args.family)
+        space = problem.family.SPACE
     points = [{**space.default, **c} for c in json.loads(args.points or "[]")]
     points += sample_points(space, args.sample, args.seed)
     if args.at:

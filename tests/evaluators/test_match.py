@@ -240,3 +240,22 @@ def test_batched_products_get_the_matmul_familys_batched_tiled_kernel(tmp_path):
     mixed = _problem(tmp_path, "mm3d4d", "    def forward(self, a, b):\n        return a @ b",
                      "[torch.randn(3, 9, 5), torch.randn(2, 3, 5, 7)]")
     _agrees(mixed, match_problem(mixed).space.render(small))
+
+
+def test_the_batched_starter_compiles_for_sm90_without_spills_at_attentions_shapes(tmp_path):
+    # (on the CPU, in a child process: evaluators/aot.py) q @ k^T of a LLaMA-style model, 8 x 32 heads of 512 x 128
+    # in bf16, k^T a transposed view: the matched starter (tiled 128 x 128 x 64 on 8 warps) at 108 registers
+    from kernelsearch.evaluators.aot import aot_report
+
+    path = tmp_path / "scores.py"
+    path.write_text("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+                    "    def forward(self, q, k):\n        return torch.matmul(q, k.transpose(-2, -1))\n\n\n"
+                    "def get_inputs():\n    return [torch.randn(8, 32, 512, 128, dtype=torch.bfloat16), "
+                    "torch.randn(8, 32, 512, 128, dtype=torch.bfloat16)]\n\n\ndef get_init_inputs():\n    return []\n")
+    problem = load_file(path)
+    m = match_problem(problem)
+    assert m.summary == "bmm of 8x32x512x128 bfloat16 and 8x32x512x128 bfloat16"
+    r = aot_report(m.space.render(m.space.default), problem, problem.timed_case.name)
+    assert r["status"] == "ok", r
+    (k,) = r["kernels"]
+    assert k["name"] == "_bmm_kernel" and k["spills_bytes"] == 0, k

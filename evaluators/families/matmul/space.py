@@ -331,6 +331,14 @@ def bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 '''
 
 
+# (the other variants' batched render: the launcher refuses, as `batch_limit` does, so no such kernel is evaluated)
+_NO_BATCH = '''
+
+def bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    raise NotImplementedError("bmm kernel: the $VARIANT variant has no batch axis (tiled only)")
+'''
+
+
 def _values(p: dict) -> dict:
     return {
         "FP32_DEPTH": FP32_DEPTH, "TMA_STORE": _TMA_STORE[p["epilogue_subtile"]],
@@ -354,7 +362,8 @@ def _template(p: dict) -> str:
 def batched_template(p: dict) -> str:
     """The template with `bmm` (the batched `tiled` kernel at p's tiles, warps and depth) beside `matmul`: what the
     offline matcher wraps for a batched product (evaluators/match.py). Only `tiled` points are feasible there."""
-    return fill(_PROLOGUE + _body(p) + _BATCHED + _EPILOGUE, _values(p))
+    batched = _BATCHED if p["variant"] == "tiled" else _NO_BATCH.replace("$VARIANT", p["variant"])
+    return fill(_PROLOGUE + _body(p) + batched + _EPILOGUE, _values(p))
 
 
 PARAMS = {

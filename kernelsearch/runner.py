@@ -18,7 +18,7 @@ from kernelsearch.search.controller import Controller
 from kernelsearch.store import Run, open_store, session_scope
 from kernelsearch.store.database import StoreError
 from kernelsearch.store.integrity import damaged_rows, settle_damaged_kernels, summary
-from kernelsearch.store.queries import kernel_count, last_round
+from kernelsearch.store.queries import kernel_count, last_round, unjudged_kernels
 from kernelsearch.views.live import LiveView
 
 
@@ -144,8 +144,11 @@ def resume_run(name: str, db: Path, console: Console, *, evaluations: int | None
             raise RunError(f"run {name!r} in {db} is damaged: its stored config is not JSON ({err})") from None
         extended = _extend(s, run, raw, evaluations, wall_time_s, rounds)
         if run.status == "finished" and not extended:
+            unjudged = len(unjudged_kernels(s, run.id))
+            note = (f"; its {unjudged} kernel{'s' if unjudged > 1 else ''} the judge could not evaluate "
+                    "(harness_error) are evaluated again when it goes on") if unjudged else ""
             raise RunError(f"run {name!r} already finished ({run.stop_reason}); to go on, give it more: "
-                           f"`kernelsearch resume {name} --evaluations N` (or --wall-time S, --rounds R)")
+                           f"`kernelsearch resume {name} --evaluations N` (or --wall-time S, --rounds R){note}")
         cfg = parse_config(raw, source=f"run {name!r}'s stored config")
         check_problem(cfg)   # before the run is marked running: a problem file broken since is refused here
         if damaged:   # reported on stderr, one line each; queued kernels that cannot be evaluated are settled

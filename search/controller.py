@@ -29,6 +29,7 @@ from kernelsearch.search import strategies
 from kernelsearch.search.settings import SearchSetup
 from kernelsearch.store import Evaluation, Idea, session_scope
 from kernelsearch.store import queries as q
+from kernelsearch.store.models import utcnow
 from kernelsearch.store.status import Status
 
 EventSink = Callable[[str, dict], None]
@@ -38,6 +39,8 @@ FIRST_TITLE = "First kernels from the reference"
 FAILURES_SHOWN = 3                # earlier failed first kernels shown to the coder of a first-kernel round
 ERROR_CHARS = 1500                # of each one's error text (its end: a traceback's last lines say the most)
 STALL_ROUNDS = 5                  # rounds in a row with no new kernel and no fresh parent: the search stops, "stalled"
+HARNESS_TRIES = 2                 # evaluations of a kernel whose judge fails in its own work (harness_error), each
+#                                   time it is queued: the device's free memory changes as other evaluations end
 
 def code_hash(code: str) -> str:
     return hashlib.sha256(code.strip().encode()).hexdigest()[:16]
@@ -62,9 +65,17 @@ def _why(ev: Evaluation) -> str:
     return why[:300]
 
 
+def not_judged(ev: Evaluation) -> str:
+    """A `harness_error` as the LLM is told it: the judge could not evaluate the kernel, and why; never as the
+    kernel's failure (prompts/not_judged.md)."""
+    return prompt("not_judged").substitute(reason=(ev.reason or "").strip()[:300]).strip()
+
+
 def describe_result(ev: Evaluation | None) -> str:
     if ev is None:
         return "not evaluated yet"
+    if ev.status == Status.harness_error:
+        return not_judged(ev)
     if ev.status != Status.ok:
         return f"{ev.status}: {ev.reason}"
     parts = [f"{ev.time_ms:.4g} ms ({ev.timing_kind})", f"{ev.speedup:.2f}x eager"]
@@ -73,6 +84,24 @@ def describe_result(ev: Evaluation | None) -> str:
     if ev.roofline_fraction is not None:
         parts.append(f"{ev.roofline_fraction:.0%} of roofline ({ev.bottleneck}-bound)")
     return ", ".join(parts)
+
+
+def _attempt(result) -> dict:
+    """One evaluation that ended in harness_error, as `harness_attempts` keeps it."""
+    return {"reason": result.reason, "stage": result.stage, "error_text": (result.error_text or "")[-1500:] or None,
+            "at": utcnow().isoformat(timespec="seconds")}
+
+
+def _attempts_of(ev: Evaluation) -> list[dict]:
+    """A stored harness_error's attempts: those its detail keeps, then itself."""
+    try:
+        detail = json.loads(ev.detail_json or "{}")
+    except ValueError:
+        detail = {}
+    kept = [a for a in detail.get("harness_attempts") or [] if isinstance(a, dict)]
+    at = ev.created_at.isoformat(timespec="seconds") if ev.created_at else None
+    return kept + [{"reason": ev.reason, "stage": ev.stage, "error_text": (ev.error_text or "")[-1500:] or None,
+                    "at": at}]
 
 
 class Controller:
@@ -146,7 +175,11 @@ class Controller:
         return self._check_targets_only()
 
     # -- evaluation -----------------------------------------------------------------------------------------
-    async def _evaluate(self, kernel_id: int, code: str) -> None:
+    async def _evaluate(self, kernel_id: int, code: str, attempts: tuple[dict, ...] = ()) -> None:
+        """Evaluate one kernel and store the result. A `harness_error` (the judge's own failure, e.g. out of memory
+        building references) says nothing about the kernel: it is tried HARNESS_TRIES times in all, the failed
+        attempts (with earlier runs', `attempts`) kept in the detail as `harness_attempts`; one that stays is stored
+        (a resumed run evaluates it again)."""
         def start() -> bool:
             if not self._may_start():
                 return False
@@ -154,11 +187,27 @@ class Controller:
             return True
 
         # a point the family's space knows cannot run at some case is refused here: no worker, no GPU
-        result = (refuse_infeasible(self.problem, code)
-                  or await self.pool.evaluate(code, self.problem.ref, may_start=start))
+        result = refuse_infeasible(self.problem, code)
+        earlier = list(attempts)
+        tries, pending = 0, None
+        while result is None and tries < HARNESS_TRIES:
+            tries += 1
+            got = await self.pool.evaluate(code, self.problem.ref, may_start=start)
+            if got is None:   # not started (the wall-time budget): an unjudged result in hand is stored as it is
+                break
+            result = got
+            if got.status == Status.harness_error and tries < HARNESS_TRIES:
+                self.emit("harness_retry", {"kernel_id": kernel_id, "reason": got.reason})
+                earlier.append(_attempt(got))
+                result, pending = None, got
+        if result is None and pending is not None:   # the second try did not start: the first one is stored
+            result = pending
+            earlier.pop()
         if result is None:   # the wall-time budget ran out while it waited: stored, left queued
             self.emit("not_started", {"kernel_id": kernel_id, "reason": self.stop_reason or "budget_wall_time"})
             return
+        if earlier:
+            result.detail["harness_attempts"] = earlier
         with session_scope(self.engine) as s:
             q.add_evaluation(s, result.row(kernel_id))
         self._save_progress()
@@ -191,12 +240,19 @@ class Controller:
             return "target_roofline"
         return None
 
-    async def _evaluate_queued(self) -> None:
+    async def _evaluate_queued(self, unjudged: bool = False) -> None:
+        """Evaluate the kernels with no evaluation; with `unjudged`, also those whose stored evaluation is a
+        harness_error (the judge failed in its own work: a resumed run judges them again)."""
         with session_scope(self.engine) as s:
-            queued = q.queued_kernels(s, self.run_id)
-        if queued:
-            self.emit("queued", {"n": len(queued)})
-            await asyncio.gather(*(self._evaluate(k.id, k.code) for k in queued))
+            work = [(k.id, k.code, ()) for k in q.queued_kernels(s, self.run_id)]
+            if unjudged:
+                again = [(k.id, k.code, tuple(_attempts_of(ev))) for k, ev in q.unjudged_kernels(s, self.run_id)]
+                if again:
+                    self.emit("unjudged", {"n": len(again), "kernels": [kid for kid, _, _ in again]})
+                work += again
+        if work:
+            self.emit("queued", {"n": len(work)})
+            await asyncio.gather(*(self._evaluate(kid, code, tried) for kid, code, tried in work))
 
     # -- rounds ---------------------------------------------------------------------------------------------
     def _ensure_starter(self) -> None:
@@ -259,11 +315,16 @@ class Controller:
         with session_scope(self.engine) as s:
             tried = q.ideas_with_evaluations(s, self.run_id)
         out = []
-        for idea, evs in tried:
+        for idea, all_evs in tried:
+            # a branch the judge could not evaluate (harness_error) is neither correct nor failed: left out here
+            evs = [e for e in all_evs if e.status != Status.harness_error]
+            unjudged = [e for e in all_evs if e.status == Status.harness_error]
             ok = [e for e in evs if e.status == Status.ok]
             if ok:
                 best = max(ok, key=lambda e: e.speedup or 0)
                 outcome = f"best branch {best.speedup:.2f}x eager ({len(ok)}/{len(evs)} branches correct)"
+            elif unjudged and not evs:
+                outcome = f"no branch judged ({len(unjudged)} {not_judged(unjudged[0])})"
             elif evs:   # why, in the idea writer's words (prompts/tried_failed.md): each distinct failure once
                 out.append(prompt("tried_failed").substitute(
                     title=idea.title, on=self._on(idea), n=len(evs),
@@ -396,7 +457,7 @@ class Controller:
 
     async def _run(self) -> str:
         self._ensure_starter()
-        await self._evaluate_queued()
+        await self._evaluate_queued(unjudged=True)   # a resumed run's queued and unjudged kernels
         rnd = self._last_round()
         if rnd > 0 or self.setup.first_from_reference:
             if rnd == 0:

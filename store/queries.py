@@ -24,6 +24,8 @@ from kernelsearch.store.status import Status
 
 QUEUED = "queued"                 # the state of a kernel that has no evaluation yet
 STATUSES = tuple(s.value for s in Status)
+# not a failure of the kernel: ok, and harness_error (the judge failed in its own work; the kernel was not judged)
+_NOT_FAILED = (Status.ok.value, Status.harness_error.value)
 _is_error = case((LLMCall.status == "ok", 0), else_=1)   # an LLM call that did not return a usable reply
 
 
@@ -574,6 +576,14 @@ def queued_kernels(session: Session, run_id: int) -> list[Kernel]:
                              .where(~Kernel.id.in_(select(Evaluation.kernel_id)))).all())
 
 
+def unjudged_kernels(session: Session, run_id: int) -> list[tuple[Kernel, Evaluation]]:
+    """The run's kernels whose evaluation is `harness_error` (the judge failed in its own work: they were not
+    judged), each with it: a resumed run evaluates them again."""
+    return list(session.exec(select(Kernel, Evaluation).join(Evaluation, Evaluation.kernel_id == Kernel.id)
+                             .where(Kernel.run_id == run_id, Evaluation.status == Status.harness_error.value)
+                             .order_by(Kernel.id)).all())
+
+
 def correct_kernels(session: Session, run_id: int) -> list[tuple[Kernel, Evaluation]]:
     """The run's kernels whose evaluation is ok, each with it."""
     return list(session.exec(select(Kernel, Evaluation).join(Evaluation, Evaluation.kernel_id == Kernel.id)
@@ -605,16 +615,18 @@ def ideas_with_evaluations(session: Session, run_id: int) -> list[tuple[Idea, li
 
 
 def failed_kernels(session: Session, run_id: int, *, before_round: int, limit: int) -> list[tuple[Kernel, Evaluation]]:
-    """The run's most recent kernels from rounds before `before_round` whose evaluation is not ok, newest first."""
+    """The run's most recent kernels from rounds before `before_round` that failed (their evaluation is neither ok
+    nor `harness_error`, which says nothing about the kernel), newest first."""
     return list(session.exec(select(Kernel, Evaluation).join(Evaluation, Evaluation.kernel_id == Kernel.id)
-                             .where(Kernel.run_id == run_id, Kernel.round < before_round, Evaluation.status != "ok")
+                             .where(Kernel.run_id == run_id, Kernel.round < before_round,
+                                    Evaluation.status.not_in(_NOT_FAILED))
                              .order_by(Kernel.id.desc()).limit(limit)).all())
 
 
 def failed_evaluations_of_idea(session: Session, idea_id: int) -> list[Evaluation]:
-    """The evaluations of an idea's branches that are not ok."""
+    """The evaluations of an idea's branches that failed (neither ok nor `harness_error`)."""
     return list(session.exec(select(Evaluation).join(Kernel).where(Kernel.idea_id == idea_id,
-                                                                   Evaluation.status != Status.ok.value)).all())
+                                                                   Evaluation.status.not_in(_NOT_FAILED))).all())
 
 
 def open_ideas(session: Session, run_id: int, round: int) -> list[Idea]:
@@ -638,7 +650,15 @@ def mark_ideas_coded(session: Session, idea_ids: Iterable[int]) -> None:
 
 def add_evaluation(s: Session, row: Evaluation) -> Evaluation:
     """Store one evaluation result (the judge's typed result, as `EvalResult.row(kernel_id)`): the one place results
-    become rows."""
+    become rows. A kernel has one evaluation; only a `harness_error` (the kernel was not judged) is replaced, by
+    the result of evaluating it again. Any other verdict stays: a second one is an error."""
+    old = s.exec(select(Evaluation).where(Evaluation.kernel_id == row.kernel_id)).first()
+    if old is not None:
+        if old.status != Status.harness_error.value:
+            raise ValueError(f"kernel {row.kernel_id} already has an evaluation ({old.status}); only a "
+                             "harness_error is evaluated again")
+        s.delete(old)
+        s.flush()
     s.add(row)
     return row
 

@@ -122,6 +122,12 @@ class LiveView:
             p(f"  k{data['kernel_id']:<4} {data['status']:<13} {what}", markup=False, highlight=False)
         elif kind == "not_started":
             p(f"  k{data['kernel_id']:<4} not started ({data['reason']}): stored, queued", style="dim", markup=False)
+        elif kind == "harness_retry":
+            p(f"  k{data['kernel_id']:<4} not judged (the judge's own failure): evaluating it once more: "
+              f"{(data.get('reason') or '')[:100]}", style="dim", markup=False)
+        elif kind == "unjudged":
+            p(f"  {data['n']} kernels the judge could not evaluate before (harness_error): evaluating them again",
+              style="dim", markup=False)
         elif kind == "queued":
             p(f"  {data['n']} kernels queued from before: evaluating them first", style="dim", markup=False)
         elif kind == "llm_error":

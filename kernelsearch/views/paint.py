@@ -38,4 +38,5 @@ class Paint:
 
 
 STATUS_STYLE = {"ok": "bold green", "queued": "blue", "incorrect": "red", "compile_error": "magenta",
-                "timeout": "yellow", "crash": "red", "rejected": "bold red"}
+                "timeout": "yellow", "crash": "red", "rejected": "bold red",
+                "harness_error": "cyan"}   # not the kernel's failure: the judge could not evaluate it

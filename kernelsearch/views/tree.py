@@ -16,7 +16,8 @@ from kernelsearch.views import fmt
 from kernelsearch.views.paint import STATUS_STYLE, Paint, stdout_console
 from kernelsearch.views.session import DbOpt, fail, find_run, read_only_session, warn_damaged
 
-FAILED = "failed"          # --status failed: every evaluated status but ok
+FAILED = "failed"          # --status failed: every evaluated status but ok and harness_error (not the kernel's)
+NOT_FAILED = (Status.ok.value, Status.harness_error.value, q.QUEUED)
 
 
 class _TreeView:
@@ -46,7 +47,7 @@ class _TreeView:
             cand = t.best(best)
         if status is not None:
             cand = [k for k in cand
-                    if (k.state != Status.ok and k.state != q.QUEUED if status == FAILED else k.state == status)]
+                    if (k.state not in NOT_FAILED if status == FAILED else k.state == status)]
         if round_ is not None:
             cand = [k for k in cand if k.round == round_]
         self.matched = {k.id for k in cand}
@@ -120,7 +121,10 @@ class _TreeView:
         ks = [self.t.kernels[k] for k in self.t.branches_of.get(i.id, [])]
         ok = [k for k in ks if k.status == Status.ok]
         best = max((k.speedup for k in ok if k.speedup is not None), default=None)
+        unjudged = sum(1 for k in ks if k.status == Status.harness_error)
         summary = f"{len(ok)}/{len(ks)} ok" + (f", best {fmt.x(best)}" if best is not None else "")
+        if unjudged:
+            summary += f", {unjudged} not judged"
         if i.branches_wanted > len(ks):
             summary += f", {i.branches_wanted - len(ks)} not written"
         return " ".join([paint(f"i{i.id}", "cyan"), paint(f"r{i.round}", "dim"),
@@ -215,7 +219,8 @@ def tree_cmd(
     best: Annotated[Optional[int], typer.Option("--best", min=1, help="Only the paths to the N best kernels.")] = None,
     status: Annotated[Optional[str], typer.Option(
         "--status", help="Only kernels with this status: ok, compile_error, incorrect, timeout, crash, rejected, "
-                         "queued, or failed (any but ok and queued).")] = None,
+                         "harness_error (the judge could not evaluate it), queued, or failed (any but ok, "
+                         "harness_error and queued).")] = None,
     round_: Annotated[Optional[int], typer.Option("--round", min=0,
                                                   help="Only the ideas and kernels of round R.")] = None,
     depth: Annotated[Optional[int], typer.Option("--depth", min=0, help="Show at most D generations of ideas.")] = None,

@@ -388,7 +388,9 @@ class EvaluatorPool:
         finally:
             for fd in (ctrl_r, out_w, res_w):
                 os.close(fd)
-        judge = procs[-1]
+        # each process's exit, awaited once (the fork server answers one wait per pid)
+        exits = [asyncio.ensure_future(p.wait()) for p in procs]
+        oom_kills = _oom_kills()
         reader = await _pipe_reader(res_r)
         stdout = await _pipe_reader(out_r)
         captured = bytearray()
@@ -403,19 +405,20 @@ class EvaluatorPool:
 
         drainer = asyncio.create_task(drain())
         os.write(ctrl_w, (json.dumps(request) + "\n").encode())
+        killed_outside: str | None = None
         try:
             result, lease_wait = await self._serve(reader, ctrl_w, gpu)
+            if result is None:   # no result and no timeout: how the judge ended, before the pool kills anything
+                killed_outside = await _judge_killed_outside(exits, oom_kills)
         finally:
             for p in procs:
                 _kill_group(p.pid)
             os.close(ctrl_w)
-        rc = await judge.wait()
-        runner_rcs = []
-        for p in procs[:-1]:
-            try:
-                runner_rcs.append(await asyncio.wait_for(p.wait(), timeout=5))
-            except Exception:  # noqa: BLE001
-                runner_rcs.append(None)
+        rc = await exits[-1]
+        _, late = await asyncio.wait(exits[:-1], timeout=5)
+        for w in late:
+            w.cancel()
+        runner_rcs = [None if w in late or w.exception() else w.result() for w in exits[:-1]]
         cand_rc = runner_rcs[0] if runner_rcs else None
         if result is not None and result.reason and "candidate's process died" in result.reason \
                 and cand_rc is not None and cand_rc != -signal.SIGKILL:
@@ -428,7 +431,10 @@ class EvaluatorPool:
             drainer.cancel()
         shutil.rmtree(workdir, ignore_errors=True)
         output = captured.decode(errors="replace") + (f"\n[... {dropped} more bytes dropped]" if dropped else "")
-        if result is None:
+        if result is None and killed_outside:
+            result = EvalResult.failure(Status.harness_error, killed_outside, stage="worker",
+                                        error_text=output[-4000:])
+        elif result is None:
             how = f"signal {signal.Signals(-rc).name}" if rc < 0 else f"exit code {rc}"
             tail = output.strip().splitlines()[-1:] or [""]
             result = EvalResult.failure(Status.crash, f"the judge died ({how}) before reporting: {tail[0][:300]}",
@@ -439,6 +445,33 @@ class EvaluatorPool:
         result.detail["lease_wait_s"] = round(lease_wait, 3)
         result.detail["candidate_user"] = uid   # None: the candidate's runner kept the pool's user
         return result
+
+
+def _oom_kills() -> int | None:
+    """How many processes the kernel's OOM killer has killed since boot (Linux's /proc/vmstat), or None."""
+    with contextlib.suppress(OSError, ValueError, StopIteration), open("/proc/vmstat") as f:
+        return int(next(ln for ln in f if ln.startswith("oom_kill ")).split()[1])
+    return None
+
+
+async def _judge_killed_outside(exits: list[asyncio.Future], oom_kills: int | None) -> str | None:
+    """The judge's result pipe closed with no result, before the timeout and the pool's kill: a judge killed by
+    SIGKILL while the candidate's runner (exits[0]) was alive was killed from outside, most likely by the OOM killer
+    for its own memory: `harness_error`'s reason line. None otherwise (the candidate's crash, as before)."""
+    try:
+        rc = await asyncio.wait_for(asyncio.shield(exits[-1]), timeout=5)
+    except Exception:  # noqa: BLE001 - not known: judged as before
+        return None
+    if rc != -signal.SIGKILL or exits[0].done():
+        return None
+    now = _oom_kills()
+    if oom_kills is not None and now is not None and now > oom_kills:
+        why = f"the host's OOM-kill count rose by {now - oom_kills} during the evaluation"
+    else:
+        why = "the host's OOM-kill count " + ("did not change" if now is not None else "is unknown")
+        why += "; else the judge's CPU-time limit, or another process"
+    return (f"the judge was killed (SIGKILL) while the candidate's process was alive, before the timeout: the "
+            f"harness's failure, not the candidate's (most likely the kernel's OOM killer: {why})")
 
 
 async def _pipe_reader(fd: int) -> asyncio.StreamReader:

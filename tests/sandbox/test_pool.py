@@ -3,7 +3,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import signal
+import tempfile
 import time
+
+import pytest
 
 from kernelsearch.evaluators.settings import EvalSettings
 from kernelsearch.sandbox.env import scrubbed_env
@@ -122,3 +127,46 @@ def test_cpu_workers_are_forked_from_the_fork_server_and_exec_still_works():
     r, zygote = asyncio.run(go(False))
     assert zygote is None and r.status == "ok", r
     assert "GROUP True" in r.detail["output"]
+
+
+@pytest.mark.parametrize("sig, status", [(signal.SIGKILL, "harness_error"), (signal.SIGTERM, "crash")])
+def test_a_judge_killed_from_outside_is_the_harness_failure(tmp_path, monkeypatch, sig, status):
+    """The judge killed by SIGKILL (as the kernel's OOM killer does) while the candidate's runner is alive and before
+    the timeout: harness_error, not charged to the candidate. Any other death of the judge stays a crash."""
+    shared = tempfile.mkdtemp()            # the candidate's runner may be a user of its own: a folder open to all
+    os.chmod(shared, 0o777)
+    marker = os.path.join(shared, "running")
+    judges: list[int] = []
+    start = EvaluatorPool._start
+
+    async def spy(self, entry, *args, **kw):
+        proc = await start(self, entry, *args, **kw)
+        if entry == "judge":
+            judges.append(proc.pid)
+        return proc
+
+    monkeypatch.setattr(EvaluatorPool, "_start", spy)
+    code = starter_with(f"import time\nopen({marker!r}, 'w').close()\ntime.sleep(120)")
+    pool = EvaluatorPool(PoolSettings(mode="cpu", concurrency=1, evaluation=EvalSettings(trials=1, timeout_s=90)))
+
+    async def go():
+        task = asyncio.create_task(pool.evaluate(code, {"builtin": "softmax"}))
+        t0 = time.monotonic()
+        while not os.path.exists(marker):  # the candidate's call is running: the judge waits on it
+            assert time.monotonic() - t0 < 60 and not task.done(), "the candidate never started"
+            await asyncio.sleep(0.1)
+        os.kill(judges[0], sig)
+        return await task
+
+    t0 = time.monotonic()
+    try:
+        r = asyncio.run(go())
+    finally:
+        pool.close()
+        shutil.rmtree(shared, ignore_errors=True)
+    assert time.monotonic() - t0 < 60   # not the timeout
+    assert r.status == status, r
+    if status == "harness_error":
+        assert "the judge was killed (SIGKILL) while the candidate's process was alive" in r.reason, r.reason
+    else:
+        assert "the judge died (signal SIGTERM)" in r.reason, r.reason

@@ -41,6 +41,7 @@ class Row:
     best_compile: Optional[float] = None  # that kernel's speedup over torch.compile, where measured
     correct: bool = False
     evaluations: int = 0
+    unjudged: int = 0                     # of them, harness_error: the judge could not evaluate the kernel
     tokens: int = 0
     cost_usd: float = 0.0
     allowed: list[str] = field(default_factory=list)   # the run's evaluation.allow_torch
@@ -199,6 +200,7 @@ def row_of(session, run: Run) -> Row:
     row.correct = st.correct > 0
     row.best, row.best_compile = st.best_speedup, st.best_speedup_compile
     row.evaluations, row.tokens, row.cost_usd = st.evaluations, st.tokens, st.cost_usd
+    row.unjudged = st.by_status.get("harness_error", 0)
     row.allowed = _allowance(run.config_json)
     if st.best_kernel_id is not None:
         row.torch_ops = session.exec(select(Evaluation.torch_ops)
@@ -250,6 +252,25 @@ def allowance_line(rows: list[Row]) -> str:
             + (f" ({', '.join(ops)})" if ops else ""))
 
 
+def correct_cell(r: Row) -> str:
+    """yes, no, or `unjudged`: every evaluation of the problem was a harness_error (the judge could not evaluate
+    any kernel), so nothing is known of its kernels; fast_p counts it as not correct (no correct kernel was
+    found), and `unjudged_line` says so under the score."""
+    if r.correct:
+        return "yes"
+    return "unjudged" if r.evaluations and r.unjudged == r.evaluations else "no"
+
+
+def unjudged_line(rows: list[Row]) -> Optional[str]:
+    """The problems whose evaluations were all harness_error, named under fast_p; None if there are none."""
+    gone = [r.problem for r in rows if correct_cell(r) == "unjudged"]
+    if not gone:
+        return None
+    return (f"{len(gone)} of {len(rows)} problems not judged (every evaluation a harness_error: the judge's own "
+            f"failure, e.g. out of memory), counted as not correct in fast_p: {', '.join(gone)}; `kernelsearch "
+            "resume` of their runs judges them again")
+
+
 def _x(v: Optional[float]) -> str:
     return f"{v:.3g}x" if v is not None else "-"
 
@@ -258,16 +279,18 @@ def print_table(rows: list[Row], console: Console) -> None:
     w = max(7, *(len(r.problem) for r in rows))
     ws = max(6, *(len(r.status) for r in rows))
     say = lambda line: console.print(line, markup=False, soft_wrap=True)   # noqa: E731 - one table, never wrapped
-    say(f"{'problem':<{w}}  {'status':<{ws}} {'correct':<7} {'eager':>8} {'compile':>8} {'evals':>5} {'tokens':>8} "
+    say(f"{'problem':<{w}}  {'status':<{ws}} {'correct':<8} {'eager':>8} {'compile':>8} {'evals':>5} {'tokens':>8} "
         f"{'cost':>9}  torch")
     for r in rows:
-        say(f"{r.problem:<{w}}  {r.status:<{ws}} {'yes' if r.correct else 'no':<7} {_x(r.best):>8} "
+        say(f"{r.problem:<{w}}  {r.status:<{ws}} {correct_cell(r):<8} {_x(r.best):>8} "
             f"{_x(r.best_compile):>8} {r.evaluations:>5} {r.tokens:>8} {'$' + format(r.cost_usd, '.4f'):>9}  "
             f"{(r.torch_ops or '-') if r.correct else '-'}")
     say(allowance_line(rows))
     eager = [ProblemScore(r.correct, r.best) for r in rows]
     say(f"fast_p over eager ({len(rows)} problems): "
         + ", ".join(f"fast_{p:g} {fast_p(eager, p):.3f}" for p in P_VALUES))
+    if unjudged_line(rows):
+        say(unjudged_line(rows))
     measured = sum(1 for r in rows if r.correct and r.best_compile is not None)
     if measured:
         comp = [ProblemScore(r.correct, r.best_compile) for r in rows]

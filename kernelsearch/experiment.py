@@ -175,7 +175,8 @@ class RunCurve:
     status: str
     stop_reason: Optional[str]
     problem: str = ""
-    ok: list[bool] = field(default_factory=list)                 # per evaluation: correct
+    ok: list[Optional[bool]] = field(default_factory=list)       # per evaluation: correct; None: not judged
+    #                                                              (harness_error: the judge's own failure)
     best: list[Optional[float]] = field(default_factory=list)    # per evaluation: best speedup so far
 
     def best_within(self, n: int) -> Optional[float]:
@@ -194,7 +195,8 @@ def experiment_runs(session: Session, experiment: str) -> list[RunCurve]:
             continue
         points = q.progress(session, run.id)
         out.append(RunCurve(m.group("strategy"), int(m.group("budget")), int(m.group("repeat")), run.name,
-                            run.status, run.stop_reason, run.problem, [p.status == "ok" for p in points],
+                            run.status, run.stop_reason, run.problem,
+                            [None if p.status == "harness_error" else p.status == "ok" for p in points],
                             [p.best_so_far for p in points]))
     return out
 
@@ -208,8 +210,9 @@ class Cell:
     runs: int = 0                          # runs that count (finished, or read nested from a longer one)
     found: int = 0                         # of them, runs with a correct kernel within the budget
     bests: list[float] = field(default_factory=list)
-    evaluations: int = 0                   # evaluations counted, over the runs
+    evaluations: int = 0                   # evaluations judged, over the runs (harness_error left out)
     correct: int = 0                       # of them, correct
+    unjudged: int = 0                      # evaluations the judge could not complete (harness_error)
     short: int = 0                         # runs that stopped before the budget (stated reason: see `runs`)
 
     @property
@@ -240,8 +243,10 @@ def cells_of(curves: list[RunCurve], strategies: list[str], budgets: list[int], 
                     continue
                 n = min(b, len(run.ok))
                 cell.runs += 1
-                cell.evaluations += n
-                cell.correct += sum(run.ok[:n])
+                judged = [ok for ok in run.ok[:n] if ok is not None]
+                cell.evaluations += len(judged)
+                cell.unjudged += n - len(judged)
+                cell.correct += sum(judged)
                 cell.short += n < b
                 best = run.best_within(b)
                 if best is not None:

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 from sqlmodel import Session
 
-from kernelsearch.bench import Row, allowance_line, batch_runs, row_of
+from kernelsearch.bench import Row, allowance_line, batch_runs, correct_cell, row_of, unjudged_line
 from kernelsearch.search.bench import P_VALUES, ProblemScore, fast_p
 from kernelsearch.views import fmt
 from kernelsearch.views.paint import stdout_console
@@ -32,6 +32,8 @@ def fast_p_lines(rows: list[Row]) -> list[str]:
     comp = [ProblemScore(r.correct, r.best_compile) for r in rows]
     out.append(f"fast_p over torch.compile ({measured} of {len(rows)} problems measured; the others count as not "
                "faster): " + ", ".join(f"fast_{p:g} {fast_p(comp, p):.3f}" for p in P_VALUES if p > 0))
+    if unjudged_line(rows):
+        out.append(unjudged_line(rows))
     return out
 
 
@@ -62,7 +64,7 @@ def compare_batches(session: Session, names: tuple[str, str]) -> None:
             if r is None:
                 cells += ["not in batch", "", "", ""]
             else:
-                cells += ["yes" if r.correct else "no", fmt.x(r.best) if r.correct else "—",
+                cells += [correct_cell(r), fmt.x(r.best) if r.correct else "—",
                           fmt.x(r.best_compile) if r.correct else "—", str(r.evaluations)]
         a, b = (r.best if r is not None and r.correct else None for r in pair)
         cells.append(_ratio(a, b))
@@ -96,7 +98,7 @@ def build_batch_report(session: Session, batch: str) -> str:
     for r in rows:
         body.append(
             f"<tr><td class=l>{_E(r.problem)}</td><td class=l>{_E(r.run)}</td><td class=l>{_E(r.status)}</td>"
-            f"<td>{'yes' if r.correct else 'no'}</td><td>{fmt.x(r.best) if r.correct else '—'}</td>"
+            f"<td>{correct_cell(r)}</td><td>{fmt.x(r.best) if r.correct else '—'}</td>"
             f"<td>{fmt.x(r.best_compile) if r.correct else '—'}</td><td>{r.evaluations}</td>"
             f"<td>{fmt.tokens(r.tokens)}</td><td>{fmt.cost(r.cost_usd)}</td>"
             f"<td class=l>{_E(r.torch_ops or '—') if r.correct else '—'}</td></tr>")
@@ -122,7 +124,8 @@ def build_batch_report(session: Session, batch: str) -> str:
         f"<header><h1>{_E(title)}</h1><p class=meta>{len(rows)} problems, "
         f"{sum(r.correct for r in rows)} with a correct kernel</p>",
         f'<p class="note">{_E(allowance_line(rows))}</p></header>',
-        '<section id="fast_p"><h2>fast_p</h2>', fp_table, "</section>",
+        '<section id="fast_p"><h2>fast_p</h2>', fp_table,
+        f'<p class="note">{_E(unjudged_line(rows))}</p>' if unjudged_line(rows) else "", "</section>",
         '<section id="problems"><h2>Problems</h2><div class="scroll">', table,
         '</div><p class="dim">each run has a page of its own: kernelsearch report RUN</p></section>',
         '<footer class="dim">written by kernelsearch from the store.</footer></body></html>',

@@ -102,6 +102,8 @@ def _table(cells: list[Cell]) -> str:
     for c in cells:
         lo, hi = c.spread
         frac = f"{c.correct_fraction:.0%}" if c.correct_fraction is not None else "—"
+        if c.unjudged:   # harness_error: left out of the fraction
+            frac += f" ({c.unjudged} not judged)"
         rows.append(f'<tr><td class="l">{_E(c.strategy)}</td><td>{c.budget}</td><td>{c.found}/{c.runs}</td>'
                     f"<td>{fmt.x(c.median)}</td><td>{fmt.x(lo)} – {fmt.x(hi)}</td><td>{frac}</td>"
                     f"<td>{c.short}</td></tr>")

@@ -200,3 +200,18 @@ def test_table_reports_the_allowance_and_which_best_kernels_call_torch():
     assert lines[4] == ("allow_torch: matmul, linear; the best kernels of 1 of 3 problems call torch for part of "
                         "the work (linear)")
     assert lines[5].startswith("fast_p over eager (3 problems): fast_0 0.667, fast_1 0.667, fast_1.5 0.333")
+
+
+def test_a_problem_the_judge_never_evaluated_is_marked_and_named_under_fast_p():
+    """Every evaluation harness_error (the judge's own failure): `unjudged`, not `no`, and named under fast_p, where
+    it still counts as not correct. One harness_error among verdicts is a plain `no`."""
+    rows = [Row("1_a", "b-1_a", "finished", best=2.0, correct=True, evaluations=4),
+            Row("2_b", "b-2_b", "finished", correct=False, evaluations=3, unjudged=3),
+            Row("3_c", "b-3_c", "finished", correct=False, evaluations=3, unjudged=1)]
+    buf = io.StringIO()
+    print_table(rows, Console(file=buf, width=60))
+    lines = buf.getvalue().splitlines()
+    assert re.search(r"^2_b\s+finished\s+unjudged\s", lines[2]) and re.search(r"^3_c\s+finished\s+no\s", lines[3])
+    assert "fast_0 0.333" in buf.getvalue()
+    assert any(ln.startswith("1 of 3 problems not judged") and ln.rstrip().endswith("judges them again")
+               and ": 2_b;" in ln for ln in lines)

@@ -153,3 +153,12 @@ def test_bad_arguments_are_one_line(tmp_path):
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
         "error: --strategies: 'nope' is not a strategy; the strategies are branching, sequential, best_of_n, "
         "evolutionary"]
+
+
+def test_unjudged_evaluations_are_left_out_of_the_correct_fraction():
+    from kernelsearch.experiment import RunCurve
+
+    run = RunCurve("branching", 4, 0, "x-branching-b4-r0", "finished", "rounds_done", "softmax",
+                   [True, None, False, None], [1.0, 1.0, 1.0, 1.0])
+    cell = cells_of([run], ["branching"], [4], 1)[0]
+    assert (cell.evaluations, cell.unjudged, cell.correct, cell.correct_fraction, cell.short) == (2, 2, 1, 0.5, 0)

@@ -11,8 +11,10 @@ Deterministic for a given config seed, so a resumed run makes the choices it wou
 What it reads from the hints, besides the prompt's own task (problem, seeds, idea, branch): `seen_codes`, every
 kernel the run has written (an idea is not proposed again), `earlier_codes`, the kernels of earlier rounds (a
 branch is not written again), and each seed's `tried`, the (title, text) of the ideas its lineage has tried (the
-controller drops such an idea, so proposing it would waste the round). The codes are code, as any provider could be
-given; what they mean in the family's search space is worked out here.
+controller drops such an idea, so proposing it would waste the round). An idea's text names the seed's variant
+(`_in_context`): one move renders a different kernel on each variant, and is not closed on a seed by its trial on
+an ancestor of another variant. The codes are code, as any provider could be given; what they mean in the family's
+search space is worked out here.
 
 No idea and no branch lands on a point the space's feasibility model refuses at some shape case of the problem
 (evaluators/space.py: registers, shared memory, a launcher's refusal on an H200).
@@ -33,6 +35,16 @@ def _idea_key(title: str, text: str) -> str:
     """Two ideas are the same idea when their title and text are, case and spacing aside (as the controller
     compares them: search/strategies.py idea_key)."""
     return " ".join(f"{title}\n{text}".split()).lower()
+
+
+def _in_context(description: str, params: dict) -> str:
+    """A move's text as an idea on a seed at `params`: in a space of several variants it names the seed's variant,
+    since one move renders a different kernel on each (three_pass at 4 warps vs pipelined at 32, for softmax's
+    "BLOCK 2048 with 8 warps"). The controller drops an idea whose title and text the seed's lineage has tried;
+    named so, a move tried on an ancestor of another variant stays open here (the run's kernels are still never
+    written twice: `seen`)."""
+    variant = params.get("variant")
+    return description if variant is None else f"{description} (on the {variant} kernel)"
 
 
 def _approx_tokens(text: str) -> int:
@@ -85,9 +97,10 @@ class OfflineProvider:
             options = []
             for move, new in space.applicable(params, cases):
                 key = space.body(new)
-                if key in seen or _idea_key(move.title, move.description) in tried:
+                text = _in_context(move.description, params)
+                if key in seen or _idea_key(move.title, text) in tried:
                     continue
-                options.append({"title": move.title, "description": move.description, "seed": seed["kernel_id"],
+                options.append({"title": move.title, "description": text, "seed": seed["kernel_id"],
                                 "params": new, "fixed": sorted(move.changes), "_key": key})
             # structural moves (those that change the variant) are tried before tuning ones
             rng.shuffle(options)

@@ -94,3 +94,30 @@ def test_softmax_crfm_offers_no_move_that_packs_its_wide_rows():
     assert any(m.changes.get("ROWS", 1) > 1 for m in SPACE.moves)          # softmax (32000-wide bf16) has them
     for params in (CRFM.default, {**CRFM.default, "variant": "single"}):
         assert all(new["ROWS"] == 1 for _, new in CRFM.applicable(params))
+
+
+def test_a_move_tried_on_an_ancestor_of_another_variant_is_proposed_again():
+    # the lineage rule drops an idea whose title and text an ancestor tried; one move renders a different kernel on
+    # each variant (softmax's "BLOCK 2048 with 8 warps": three_pass at 8 warps, or the pipelined row at 8 warps),
+    # so its text names the seed's variant and a move tried on a three_pass ancestor stays open on a pipelined seed.
+    # Before: on an H200 bench the best kernel's moves were all "tried" on its three_pass root and it was spent
+    plain = SPACE.render({**SPACE.default, "variant": "three_pass", "num_warps": 4, "BLOCK": 1024})
+    hints = {"problem": {"builtin": "softmax"}, "n": 80, "round": 1, "seen_codes": []}
+    on_plain = json.loads(_ask("ideas", {**hints, "seeds": [{"kernel_id": 1, "code": plain}]}).text
+                          .split("```json\n")[1].split("```")[0])["ideas"]
+    tried = [(i["title"], i["description"]) for i in on_plain]
+    assert "BLOCK 2048 with 8 warps" in [t for t, _ in tried]
+    seed = {"kernel_id": 2, "code": STARTER, "tried": tried}   # the pipelined starter, under that root
+    again = json.loads(_ask("ideas", {**hints, "seen_codes": [plain], "seeds": [seed]}).text
+                       .split("```json\n")[1].split("```")[0])["ideas"]
+    # the pipelined row at 8 warps (a kernel no one has written), by one of the BLOCK moves its root tried (the
+    # pipelined row sizes its block to the row: the six BLOCK values are one kernel, proposed once)
+    eight = [i for i in again if i["title"].endswith("with 8 warps") and i["params"]["num_warps"] == 8]
+    assert len(eight) == 1 and eight[0]["title"] in {t for t, _ in tried}
+    assert eight[0]["params"]["variant"] == "pipelined" and "(on the pipelined kernel)" in eight[0]["description"]
+    # tried on a seed of its own variant (and written: the run's kernels), it is not proposed again
+    mine = [(i["title"], i["description"]) for i in again]
+    written = [plain] + [SPACE.render(i["params"]) for i in again]
+    after = json.loads(_ask("ideas", {**hints, "seen_codes": written, "seeds": [{**seed, "tried": tried + mine}]})
+                       .text.split("```json\n")[1].split("```")[0])["ideas"]
+    assert after == []

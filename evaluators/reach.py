@@ -2,10 +2,10 @@
 another (a plain kernel to the tuned starter), walking the graph its ideas and branches can walk.
 
 One step is one idea on a seed at `p` (agent/offline.py, evaluators/space.py SearchSpace.applicable/branches): a
-`Move` that applies at `p` and lands on a feasible point, coded either as stated (branch 0) or with one tuning knob
-the move does not set changed to another value (a later branch), where that variant is feasible and renders a
-different kernel from the idea as stated. A point is reached when its kernel (the rendered body) is the target's:
-two parameter sets that differ only in knobs their variant ignores are the same kernel.
+`Move` that applies at `p` and lands on a feasible point of another kernel than `p`'s, coded either as stated
+(branch 0) or with one tuning knob the move does not set changed to another value (a later branch), where that
+variant is feasible and renders a different kernel from the idea as stated. A point is reached when its kernel (the
+rendered body) is the target's: two parameter sets that differ only in knobs their variant ignores are the same kernel.
 
 What the walk leaves out (so a path found here is the fewest ideas the space allows, not what a run will do): which
 branches the coder's random draw picks, the lineage rule that an idea tried on an ancestor is not proposed again
@@ -70,16 +70,19 @@ class _Walk:
     def steps(self, p: dict[str, Any]):
         """(move title, branch change or None, landing point) for every kernel one idea on `p` may write."""
         sp = self.space
+        here = self.body(p)
         for move in sp.moves:
             if not move.when(p):
                 continue
             new = {**p, **move.changes}
             if new == p or not self.feasible(new):
                 continue
+            stated = self.body(new)
+            if stated == here:   # a knob the seed's variant ignores: the provider does not propose it
+                continue
             yield move.title, None, new
             if not self.branched:
                 continue
-            stated = None
             for k in sp.tuning:
                 if k in move.changes:
                     continue
@@ -90,7 +93,6 @@ class _Walk:
                     ck = self.key(cand)
                     if not self.feasible(cand, ck):
                         continue
-                    stated = self.body(new) if stated is None else stated
                     if self.body(cand, ck) != stated:
                         yield move.title, (k, v), cand
 

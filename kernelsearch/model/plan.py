@@ -5,9 +5,10 @@ For each problem: its share f of the model's profiled time; the speedup s it cou
 `attainable`, the fraction of the roofline a found kernel is assumed to reach; at least 1, at most `max_speedup`);
 and the model's speedup if only it improved, 1 / ((1 - f) + f / s). Problems are ordered by that gain. The plan
 stops when the problems left, all improved together, could not speed the model up by more than `min_gain`, or at
-`max_problems`. A problem the provider cannot search (a generated file the offline provider's matcher refuses) is
-listed with its reason and gets no budget. The budgets (evaluations, tokens, dollars, wall time) are split among the
-searched problems in proportion to their gain.
+`max_problems`; a problem whose share of the evaluation budget would be under `min_evaluations` is left out too,
+lowest gain first, its share going to the others. A problem the provider cannot search (a generated file the
+offline provider's matcher refuses) is listed with its reason and gets no budget. The budgets (evaluations, tokens,
+dollars, wall time) are split among the searched problems in proportion to their gain.
 """
 from __future__ import annotations
 
@@ -111,6 +112,17 @@ def make_plan(parts: list[Part], profile: dict, settings: PlanSettings, budgets:
         else:
             e.selected = True
             chosen.append(e)
+    evals = budgets.get("evaluations")
+    while evals is not None and len(chosen) > 1:
+        total_gain = sum(e.gain for e in chosen)
+        last = chosen[-1]   # the lowest gain: the list is in gain order
+        share = evals * (last.gain / total_gain if total_gain > 0 else 1.0 / len(chosen))
+        if share >= settings.min_evaluations:
+            break
+        chosen.pop()
+        last.selected = False
+        last.reason = (f"its share of the evaluation budget ({share:.1f}) is under plan.min_evaluations "
+                       f"{settings.min_evaluations}: left to the problems with more to gain")
     total_gain = sum(e.gain for e in chosen)
     for e in chosen:
         w = e.gain / total_gain if total_gain > 0 else 1.0 / len(chosen)

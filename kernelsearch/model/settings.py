@@ -17,6 +17,9 @@ class PlanSettings(_Strict):
     max_problems: int = Field(default=6, ge=1)             # searched problems at most, by expected gain
     attainable: float = Field(default=0.8, gt=0, le=1)     # fraction of the roofline a found kernel is assumed to reach
     max_speedup: float = Field(default=20.0, gt=1)         # the possible speedup of one problem is capped here
+    # a searched problem whose share of the evaluation budget is under this is left out (lowest gain first) and its
+    # share goes to the others: 2 evaluations are its starter and one branch, too few to leave the starter
+    min_evaluations: int = Field(default=4, ge=0)           # 0: no problem is left out for this
 
 
 class VerifySettings(_Strict):

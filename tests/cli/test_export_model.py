@@ -39,7 +39,8 @@ def finished(tmp_path_factory) -> Path:
                    "search: {rounds: 1, ideas_per_round: 1, branches_per_idea: 1, seeds_per_round: 1, concurrency: 2}\n"
                    "budgets: {evaluations: 2}\n"
                    "evaluation: {timeout_s: 120, trials: 1, aot_compile: false}\n"
-                   "plan: {min_share: 0.0, min_gain: 0.0, max_problems: 2}\nverify: {iters: 1, seed: 3}\n")
+                   "plan: {min_share: 0.0, min_gain: 0.0, max_problems: 2, min_evaluations: 0}\n"
+                   "verify: {iters: 1, seed: 3}\n")
     start_model_run(load_config(cfg), d / "m.db", "m", Console(file=io.StringIO(), width=200))
     verify = json.loads(_one(d / "m.db", "SELECT verify_json FROM modelrun"))
     assert sorted(verify["accepted"]) == [NORM, SOFTMAX], verify

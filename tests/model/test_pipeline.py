@@ -24,7 +24,8 @@ ENV = {"KERNELSEARCH_MODEL_SIZE": "tiny"}
 
 def _config(tmp_path: Path, **plan) -> Path:
     cfg = tmp_path / "model.yaml"
-    plan_line = ", ".join(f"{k}: {v}" for k, v in {"min_share": 0.0, "min_gain": 0.0, **plan}.items())
+    plan = {"min_share": 0.0, "min_gain": 0.0, "min_evaluations": 0, **plan}
+    plan_line = ", ".join(f"{k}: {v}" for k, v in plan.items())
     cfg.write_text(f"model: {LLAMA}\nstore: {tmp_path / 'm.db'}\ndevice: cpu\nllm: {{provider: offline}}\n"
                    "search: {rounds: 1, ideas_per_round: 1, branches_per_idea: 1, seeds_per_round: 1, concurrency: 2}\n"
                    "budgets: {evaluations: 4}\n"

@@ -59,6 +59,23 @@ def test_plan_orders_by_gain_splits_budgets_and_stops_when_the_rest_cannot_pay()
     assert "not searched: needs an LLM" in text and "predicted model speedup" in text
 
 
+def test_a_problem_whose_share_of_the_evaluations_is_under_the_floor_is_left_to_the_others():
+    parts = [_part("big", 0.5, 0.010, 1e6), _part("mid", 0.3, 0.004, 1e6), _part("tail", 0.05, 0.010, 1e6)]
+    profile = {"ceilings": CEIL, "total_ms": 1.0, "clock": "cuda"}
+    settings = PlanSettings(attainable=1.0, min_gain=0.0, min_share=0.0, min_evaluations=4)
+    plan = make_plan(parts, profile, settings, {"evaluations": 16}, lambda p: None)
+    big, mid, tail = plan.entries
+    assert tail.gain * 16 / (big.gain + mid.gain + tail.gain) < 4   # its proportional share would be under the floor
+    assert (big.selected, mid.selected, tail.selected) == (True, True, False)
+    assert "plan.min_evaluations 4" in tail.reason and not tail.budget
+    assert big.budget["evaluations"] + mid.budget["evaluations"] == 16
+    assert plan.predicted == pytest.approx(amdahl_many([(0.5, 10.0), (0.3, 4.0)]))
+    # with the floor at 0 every problem keeps its share
+    loose = make_plan(parts, profile, settings.model_copy(update={"min_evaluations": 0}), {"evaluations": 16},
+                      lambda p: None)
+    assert all(e.selected for e in loose.entries)
+
+
 @pytest.fixture(scope="module")
 def tiny():
     os.environ["KERNELSEARCH_MODEL_SIZE"] = "tiny"

@@ -506,3 +506,8 @@ def _shape(inp) -> str:
 
 def triton_next_pow2(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())
+
+
+from kernelsearch.evaluators.matched_extra import match_extra  # noqa: E402 - imports Match lazily
+
+_FAMILY_MATCHERS += (match_extra,)

@@ -1,0 +1,199 @@
+"""Generated kernels for a few level-1 operations no family covers: argmax/argmin along one dim, log-softmax along
+one dim, and instance / group normalisation (rows of H*W or C/G*H*W with a per-channel weight and bias).
+
+`match_extra(traced)` tries each pattern in turn and returns a `Match` with its own search space, or None. Each
+kernel is one template below (read as code: `$NAME` placeholders filled by space.fill), its launcher and the
+problem's `ModelNew`; every kernel computes in fp32 and stores in the output's dtype.
+- argmax / argmin: x read as (outer, R, inner), as evaluators/reduction.py does; a BLOCK_R x BLOCK_I tile slides
+  along R, each lane keeping the extreme value it saw first and its index (NaN counts as the extreme, as in torch);
+  the lanes are merged at the end taking the smallest index among the extremes: torch's tie rule. One read of x.
+- log-softmax: a row whole in registers (ROWS rows a program: one read, one write), or, for rows too wide for
+  registers, an online sweep (a running max and sum per lane) then a sweep writing x - max - log(sum) (two reads:
+  KernelBench's 393216-wide rows do not stay in L2 between them).
+- row normalisation (instance norm, group norm): each row (one (n, c), or one (n, group)) is cut into chunks of
+  CHUNK values; a first kernel reduces each chunk in registers to its mean and M2 (two passes over registers, so no
+  E[x^2] - E[x]^2 cancellation), a second merges a row's chunk statistics (Chan's formula) and normalises its chunk,
+  with the channel's weight and bias for group norm. Bytes: two reads of x, one write of y; the chunks spread
+  KernelBench's few, very long rows (896 rows of 2M for group norm) over every SM.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from kernelsearch.evaluators.problem import Case
+from kernelsearch.evaluators.space import Move, SearchSpace, fill
+
+_CASES = (Case("matched", {}, timed=True),)
+_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+
+_MODEL = '''
+
+import torch.nn as nn  # noqa: E402,F401 - what the reference's constructor may use
+
+
+class ModelNew(torch.nn.Module):
+    $INIT_SOURCE
+
+    def forward(self, $FORWARD):
+        return $CALL
+'''
+
+
+def _model(traced, call: str) -> str:
+    from kernelsearch.evaluators.pointwise import DEFAULT_INIT
+
+    return fill(_MODEL, {"INIT_SOURCE": traced.init_source or DEFAULT_INIT,
+                         "FORWARD": ", ".join(traced.forward_args) or "*inputs", "CALL": call})
+
+
+def _shape(x) -> str:
+    return "x".join(map(str, x.shape)) + " " + str(x.dtype).removeprefix("torch.")
+
+
+def _tensor(traced, node):
+    inp = traced.input_of(node) if isinstance(node, torch.fx.Node) else None
+    return inp if inp is not None and inp.kind == "tensor" and inp.dtype in _FLOATS and inp.shape else None
+
+
+def _only(traced, name: str):
+    """The graph's one op named `name` (copies aside) when it is the output, else None."""
+    from kernelsearch.evaluators.trace import op_name
+
+    ops = [n for n in traced.ops if op_name(n) not in ("clone", "alias", "detach")]
+    return ops[0] if len(ops) == 1 and op_name(ops[0]) == name and ops[0] is traced.output else None
+
+
+# -- argmax / argmin ------------------------------------------------------------------------------------------------
+
+_ARG = '''import math
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _arg_kernel(x_ptr, y_ptr, R, I, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):
+    # $WHAT: x read as (outer, R, inner); a BLOCK_R x BLOCK_I tile slides along R, each lane keeping the
+    # extreme value it saw first (fp32: a float16/bfloat16 value converts exactly) and its row index (int32: R < 2^31)
+    o = tl.program_id(0)
+    i = tl.program_id(1) * BLOCK_I + tl.arange(0, BLOCK_I)
+    imask = i < I
+    base = x_ptr + tl.cast(o, tl.int64) * R * I
+    best = tl.full([BLOCK_R, BLOCK_I], $INIT, tl.float32)
+    idx = tl.zeros([BLOCK_R, BLOCK_I], tl.int32)
+    for r0 in range(0, R, BLOCK_R):
+        r = r0 + tl.arange(0, BLOCK_R)
+        m = (r[:, None] < R) & imask[None, :]
+        v = tl.load(base + r[:, None] * I + i[None, :], mask=m, other=$INIT).to(tl.float32)
+        # strictly beyond the lane's best (a tie keeps the earlier index), or the lane's first NaN (torch's
+        # argmax/argmin return a NaN's index)
+        take = (v $CMP best) | ((v != v) & (best == best))
+        best = tl.where(take, v, best)
+        idx = tl.where(take, r[:, None], idx)
+    # merge the lanes: the smallest index among those holding the extreme (a NaN where any lane holds one)
+    nan = best != best
+    any_nan = tl.max(nan.to(tl.int32), axis=0)
+    ext = $REDUCE(tl.where(nan, $INIT, best), axis=0)
+    hit = tl.where(any_nan[None, :] > 0, nan, best == ext[None, :])
+    res = tl.min(tl.where(hit, idx, 2147483647), axis=0)
+    tl.store(y_ptr + tl.cast(o, tl.int64) * I + i, res.to(tl.int64), mask=imask)
+
+
+def arg_reduce(x: torch.Tensor) -> torch.Tensor:
+    x = x.contiguous()
+    shape = tuple(x.shape)
+    d = $DIM
+    outer, r, inner = math.prod(shape[:d]), shape[d], math.prod(shape[d + 1:])
+    if r == 0 or r >= 2**31:
+        raise ValueError(f"arg_reduce: a dim of {r} (1 to 2^31 - 1 supported)")
+    y = torch.empty(shape[:d] + $KEPT + shape[d + 1:], dtype=torch.int64, device=x.device)
+    if y.numel():
+        _arg_kernel[(outer, triton.cdiv(inner, $BLOCK_I))](x, y, r, inner, BLOCK_R=$BLOCK_R, BLOCK_I=$BLOCK_I,
+                                                           num_warps=$num_warps)
+    return y
+'''
+
+_ARG_OPS = {   # op -> (initial value, strictly-beyond comparison, the lanes' final reduction)
+    "argmax": ('float("-inf")', ">", "tl.max"),
+    "argmin": ('float("inf")', "<", "tl.min"),
+}
+
+ARG_PARAMS = {"BLOCK_R": [1, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048],
+              "BLOCK_I": [1, 16, 32, 64, 128, 256],
+              "num_warps": [1, 2, 4, 8, 16]}
+
+
+def arg_space(op: str, dim: int, keepdim: bool, inner: int, traced, x_name: str, what: str) -> SearchSpace:
+    """The space of argmax/argmin (`op`) over `dim` of forward's `x_name`; `inner` (the elements after dim) picks
+    the starting tile."""
+    start, cmp, final = _ARG_OPS[op]
+
+    def template(p: dict) -> str:
+        return fill(_ARG, {"WHAT": what, "INIT": start, "CMP": cmp, "REDUCE": final, "DIM": dim,
+                           "KEPT": "(1,)" if keepdim else "()", "BLOCK_R": p["BLOCK_R"], "BLOCK_I": p["BLOCK_I"],
+                           "num_warps": p["num_warps"]}) + _model(traced, f"arg_reduce({x_name})")
+
+    # inner dims: 128 neighbouring columns (512 B a row of the tile) and 16 rows, 16 values and 16 indices a thread
+    # on 4 warps; the last dim: one column, long rows
+    default = {"BLOCK_R": 1024, "BLOCK_I": 1, "num_warps": 4} if inner == 1 else \
+        {"BLOCK_R": 16, "BLOCK_I": 128, "num_warps": 4}
+
+    def limits(p: dict, case) -> str | None:
+        tile = p["BLOCK_R"] * p["BLOCK_I"]
+        if tile > 8192:
+            return f"a {p['BLOCK_R']} x {p['BLOCK_I']} tile is over 8192 values and indices a program"
+        if tile < 32 * p["num_warps"]:
+            return f"a {p['BLOCK_R']} x {p['BLOCK_I']} tile leaves threads of {p['num_warps']} warps idle"
+        if tile // (32 * p["num_warps"]) > 32:   # sm_90: 64 a thread spilled 200 B on one warp (2048 x 1)
+            return f"{tile // (32 * p['num_warps'])} values and indices a thread (32 at most: registers)"
+        return None
+
+    moves = []
+    for r in ARG_PARAMS["BLOCK_R"]:
+        for i in ARG_PARAMS["BLOCK_I"]:
+            if 128 <= r * i <= 8192 and (inner > 1 or i == 1):
+                moves.append(Move(f"tile {r} x {i}", f"Scan {r} rows of {i} neighbouring columns a step: "
+                                  f"{r * i} values a step, {math.ceil(inner / i)} programs along the inner dims.",
+                                  {"BLOCK_R": r, "BLOCK_I": i}))
+    for w in ARG_PARAMS["num_warps"]:
+        moves.append(Move(f"{w} warps", f"{w} warps a program.", {"num_warps": w}))
+    return SearchSpace(params=ARG_PARAMS, default=default, template=template, moves=moves,
+                       tuning=["BLOCK_R", "num_warps"], cases=_CASES, limits=limits)
+
+
+def _argminmax(traced):
+    from kernelsearch.evaluators.match import Match
+    from kernelsearch.evaluators.trace import schema_args
+
+    for op in ("argmax", "argmin"):
+        node = _only(traced, op)
+        if node is None:
+            continue
+        a = schema_args(node)
+        x = _tensor(traced, a["self"])
+        if x is None or a.get("dim") is None:
+            return None
+        nd = len(x.shape)
+        d = a["dim"] % nd
+        keep = bool(a.get("keepdim"))
+        summary = f"{op} over dim {d} of {_shape(x)}{' (keepdim)' if keep else ''}"
+        return Match("argreduce", summary, arg_space(op, d, keep, math.prod(x.shape[d + 1:]), traced, x.name,
+                                                     summary))
+    return None
+
+
+# -- the matcher ----------------------------------------------------------------------------------------------------
+
+_PATTERNS = (_argminmax,)
+
+
+def match_extra(traced):
+    """The first of this module's patterns that matches the traced reference, as a `Match`, or None."""
+    for pattern in _PATTERNS:
+        found = pattern(traced)
+        if found is not None:
+            return found
+    return None

@@ -12,6 +12,7 @@ says what was found. In order:
   wide for registers starts from the online sweep; a layer norm of few, very wide rows from the split kernel);
 - a linear layer (or a product with a parameter) followed by elementwise ops (level 2's Gemm_X_Y) gets the matmul
   family's template and space for the GEMM and one generated elementwise kernel for the bias and the epilogue;
+- max or average pooling over the last 1-3 dims gets the generated pooling family (evaluators/pooling.py);
 - anything else raises `Unmatched`, one line naming the ops found and saying to use an LLM provider.
 The module is long because each family's matcher reads its own pattern of the traced graph; they share the adapter.
 """
@@ -511,3 +512,7 @@ def triton_next_pow2(n: int) -> int:
 from kernelsearch.evaluators.matched_extra import match_extra  # noqa: E402 - imports Match lazily
 
 _FAMILY_MATCHERS += (match_extra,)
+
+from kernelsearch.evaluators.pooling import match_pooling  # noqa: E402 - imports Match lazily
+
+_FAMILY_MATCHERS += (match_pooling,)

@@ -46,6 +46,7 @@ class Traced:
     forward_args: list[str]           # forward's parameter names, in order (for the candidate's forward)
     init_source: str | None = None    # the reference Model's __init__, made a candidate's (see candidate_init)
     by_node: dict = field(default_factory=dict)
+    reference_source: str | None = None   # the reference file's text (a matcher may read its constructor's calls)
 
     def input_of(self, node) -> Input | None:
         return self.by_node.get(node)
@@ -140,6 +141,7 @@ def trace_problem(problem: Problem) -> Traced:
     ops = [n for n in gm.graph.nodes if n.op == "call_function"]
     traced = Traced(gm.graph, inputs, ops, outs[0], fwd, candidate_init(problem.reference_source))
     traced.by_node = {i.node: i for i in inputs}
+    traced.reference_source = problem.reference_source
     return traced
 
 

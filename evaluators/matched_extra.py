@@ -185,9 +185,164 @@ def _argminmax(traced):
     return None
 
 
+# -- log-softmax ----------------------------------------------------------------------------------------------------
+
+_LSM_HOST = '''
+
+
+def log_softmax_rows(x: torch.Tensor) -> torch.Tensor:
+    # the reduced dim moved last (a copy unless it is already), its rows contiguous
+    d = $DIM
+    xr = x.movedim(d, -1).contiguous()
+    n_cols = xr.shape[-1]
+    y = torch.empty_like(xr)
+    if y.numel():
+        _launch(xr, y, xr.numel() // n_cols, n_cols)
+    return y.movedim(-1, d)
+'''
+
+_LSM_REGISTERS = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _log_softmax_rows_kernel(x_ptr, y_ptr, n_rows, n_cols, BLOCK: tl.constexpr, ROWS: tl.constexpr):
+    # $WHAT: ROWS rows a program, each whole in registers: one read and one write an element
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK)
+    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    offs = rows.to(tl.int64)[:, None] * n_cols + cols[None, :]
+    x = tl.load(x_ptr + offs, mask=mask, other=float("-inf")).to(tl.float32)
+    m = tl.max(x, axis=1)
+    m = tl.where(m == float("-inf"), 0.0, m)   # a row of -inf (or padding) stays finite here
+    s = tl.sum(tl.where(mask, tl.exp(x - m[:, None]), 0.0), axis=1)
+    y = x - (m + tl.log(s))[:, None]
+    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _launch(x, y, n_rows, n_cols):
+    block = max(triton.next_power_of_2(n_cols), 16)
+    if block * $ROWS > 16384:
+        raise ValueError(f"log_softmax: $ROWS rows of {n_cols} do not fit one program's registers")
+    _log_softmax_rows_kernel[(triton.cdiv(n_rows, $ROWS),)](x, y, n_rows, n_cols, BLOCK=block, ROWS=$ROWS,
+                                                            num_warps=$num_warps)
+'''
+
+_LSM_ONLINE = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _log_softmax_online_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    # $WHAT: one program a row; sweep 1 keeps a running max and sum of exponentials per lane (the online
+    # softmax), sweep 2 writes x - max - log(sum). Two reads and one write an element.
+    row = tl.program_id(0)
+    x_row = x_ptr + tl.cast(row, tl.int64) * n_cols
+    y_row = y_ptr + tl.cast(row, tl.int64) * n_cols
+    offs = tl.arange(0, BLOCK)
+    m = tl.full([BLOCK], float("-inf"), tl.float32)
+    s = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        cols = start + offs
+        x = tl.load(x_row + cols, mask=cols < n_cols, other=float("-inf")$HINT).to(tl.float32)
+        m_new = tl.maximum(m, x)
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        s = s * tl.exp(m - m_safe) + tl.exp(x - m_safe)
+        m = m_new
+    m_row = tl.max(m, axis=0)
+    m_row = tl.where(m_row == float("-inf"), 0.0, m_row)
+    lse = m_row + tl.log(tl.sum(s * tl.exp(m - m_row), axis=0))
+    for start in range(0, n_cols, BLOCK):
+        cols = start + offs
+        x = tl.load(x_row + cols, mask=cols < n_cols, other=0.0$HINT).to(tl.float32)
+        tl.store(y_row + cols, (x - lse).to(y_ptr.dtype.element_ty), mask=cols < n_cols$HINT)
+
+
+def _launch(x, y, n_rows, n_cols):
+    _log_softmax_online_kernel[(n_rows,)](x, y, n_cols, BLOCK=$BLOCK, num_warps=$num_warps)
+'''
+
+LSM_PARAMS = {"variant": ["registers", "online"],
+              "ROWS": [1, 2, 4, 8],
+              "BLOCK": [256, 512, 1024, 2048, 4096, 8192],
+              "num_warps": [1, 2, 4, 8, 16],
+              "cache_hints": [False, True]}
+
+
+def log_softmax_space(dim: int, cols: int, traced, x_name: str, what: str) -> SearchSpace:
+    """The space of log-softmax over `dim` (`cols` wide) of forward's `x_name`: rows in registers, or the online
+    sweep; a row too wide for registers (over 16384 values) starts from the online sweep."""
+    block = max(1 << max(cols - 1, 0).bit_length(), 16)
+
+    def template(p: dict) -> str:
+        online = p["variant"] == "online"
+        body = _LSM_ONLINE if online else _LSM_REGISTERS
+        return fill(body + _LSM_HOST, {
+            "WHAT": what, "DIM": dim, "num_warps": p["num_warps"], "ROWS": 1 if online else p["ROWS"],
+            "BLOCK": p["BLOCK"], "HINT": ', eviction_policy="evict_first"' if p["cache_hints"] else "",
+        }) + _model(traced, f"log_softmax_rows({x_name})")
+
+    if block <= 16384:   # whole rows, about 16 values a thread, up to 8 rows a program
+        rows = max(1, min(8, 2048 // block))
+        default = {"variant": "registers", "ROWS": rows, "BLOCK": 4096,
+                   "num_warps": min(16, max(1, block * rows // 512)), "cache_hints": False}
+    else:   # 4096 values a step on 8 warps: 16 a thread
+        default = {"variant": "online", "ROWS": 1, "BLOCK": 4096, "num_warps": 8, "cache_hints": False}
+
+    def limits(p: dict, case) -> str | None:
+        if p["variant"] == "registers":
+            held = block * p["ROWS"]
+            if held > 16384:
+                return f"{p['ROWS']} rows of {cols} are {held} values, over 16384 in one program's registers"
+            if held // (32 * p["num_warps"]) > 64:
+                return f"{held // (32 * p['num_warps'])} values a thread (64 at most: registers)"
+            return None
+        per = p["BLOCK"] // (32 * p["num_warps"])
+        if not 1 <= per <= 32:
+            return f"BLOCK {p['BLOCK']} on {p['num_warps']} warps is {per} values a thread (1 to 32)"
+        return None
+
+    registers = lambda p: p["variant"] == "registers"  # noqa: E731
+    online = lambda p: p["variant"] == "online"  # noqa: E731
+    moves = [Move("rows in registers", "Hold each row whole in registers: one read and one write an element.",
+                  {"variant": "registers"}),
+             Move("online sweep", "Sweep each row twice in BLOCK chunks: a running max and sum per lane, then the "
+                  "write; for rows too wide for registers.", {"variant": "online"}),
+             Move("stream past the cache", "Loads and stores with evict_first.", {"cache_hints": True}, when=online),
+             Move("default cache policy", "Plain loads and stores.", {"cache_hints": False}, when=online)]
+    for r in LSM_PARAMS["ROWS"]:
+        moves.append(Move(f"{r} rows a program", f"{r} rows whole in registers a program.",
+                          {"variant": "registers", "ROWS": r}, when=registers))
+    for b in LSM_PARAMS["BLOCK"]:
+        moves.append(Move(f"BLOCK {b}", f"Sweep a row {b} values a step.", {"variant": "online", "BLOCK": b},
+                          when=online))
+    for w in LSM_PARAMS["num_warps"]:
+        moves.append(Move(f"{w} warps", f"{w} warps a program.", {"num_warps": w}))
+    return SearchSpace(params=LSM_PARAMS, default=default, template=template, moves=moves,
+                       tuning=["BLOCK", "ROWS", "num_warps"], cases=_CASES, limits=limits)
+
+
+def _log_softmax(traced):
+    from kernelsearch.evaluators.match import Match
+    from kernelsearch.evaluators.trace import schema_args
+
+    node = _only(traced, "_log_softmax")
+    if node is None:
+        return None
+    a = schema_args(node)
+    x = _tensor(traced, a["self"])
+    if x is None or a.get("half_to_float"):
+        return None
+    d = a["dim"] % len(x.shape)
+    summary = f"log-softmax over dim {d} of {_shape(x)}"
+    return Match("log_softmax", summary, log_softmax_space(d, x.shape[d], traced, x.name, summary))
+
+
 # -- the matcher ----------------------------------------------------------------------------------------------------
 
-_PATTERNS = (_argminmax,)
+_PATTERNS = (_argminmax, _log_softmax)
 
 
 def match_extra(traced):

@@ -75,3 +75,44 @@ def test_the_judge_compares_integer_outputs_exactly():
     assert compare(want.clone(), want, want, 1e-5, 1e-4).ok
     off = compare(torch.tensor([3, 20001]), want, want, 1e-5, 1e-4)   # within rtol 1e-4 of 20000, still wrong
     assert not off.ok and off.mismatches == 1
+
+
+def test_log_softmax_rows_in_registers_or_swept_online(tmp_path):
+    short = _problem(tmp_path, "lsm_short", "    def forward(self, x):\n        return torch.log_softmax(x, dim=1)",
+                     "[torch.randn(batch, 300) * 5]", sizes="batch = 10")
+    m = match_problem(short)
+    assert (m.kind, m.summary) == ("log_softmax", "log-softmax over dim 1 of 10x300 float32")
+    assert m.space.default["variant"] == "registers" and m.space.default["ROWS"] == 4
+    for p in (m.space.default, {**m.space.default, "ROWS": 1, "num_warps": 1},
+              {**m.space.default, "variant": "online", "BLOCK": 256, "num_warps": 2, "cache_hints": True}):
+        _agrees(short, m.space.render(p))
+    assert m.space.infeasible({**m.space.default, "variant": "online", "BLOCK": 256, "num_warps": 16})
+
+    wide = _problem(tmp_path, "lsm_wide", "    def __init__(self, dim: int = 1):\n        super().__init__()\n"
+                    "        self.dim = dim\n    def forward(self, x):\n"
+                    "        return torch.log_softmax(x, dim=self.dim)",
+                    "[torch.rand(batch, dim) * 20]", sizes="batch = 3\ndim = 20000")
+    m = match_problem(wide)
+    assert m.summary == "log-softmax over dim 1 of 3x20000 float32" and m.space.default["variant"] == "online"
+    assert "over 16384" in m.space.infeasible({**m.space.default, "variant": "registers"})
+    for case in wide.cases_for("cpu"):   # (the interpreter's cases: 313 and 5001 wide)
+        _agrees(wide, m.space.render(m.space.default), case=case)
+    code = m.space.render({**m.space.default, "BLOCK": 512, "num_warps": 4})
+    _agrees(wide, code, case=wide.cases_for("cpu")[-1])
+    # the running sum must be rescaled when the running max moves
+    with pytest.raises(AssertionError):
+        _agrees(wide, code.replace("s = s * tl.exp(m - m_safe) + ", "s = s + "), case=wide.cases_for("cpu")[-1])
+
+    # along dim 0 (moved last by the host), bfloat16
+    first = _problem(tmp_path, "lsm_dim0", "    def forward(self, x):\n        return torch.log_softmax(x, dim=0)",
+                     "[torch.randn(33, 4, 5, dtype=torch.bfloat16)]")
+    m = match_problem(first)
+    assert m.summary == "log-softmax over dim 0 of 33x4x5 bfloat16"
+    _agrees(first, m.space.render(m.space.default), atol=2e-2, rtol=2e-2)
+
+
+def test_log_softmax_then_a_scale_is_not_matched(tmp_path):
+    scaled = _problem(tmp_path, "lsm_scaled", "    def forward(self, x):\n        return torch.log_softmax(x, 1) * 2",
+                      "[torch.randn(4, 9)]")
+    with pytest.raises(Unmatched):
+        match_problem(scaled)

@@ -1,9 +1,11 @@
 """A generated kernel family: a reference that is a graph of elementwise operations, written as one Triton kernel.
 
 The traced graph (evaluators/trace.py) is matched when every operation is elementwise (activations, arithmetic with
-numbers or same-shape tensors, comparisons and where, clamps) and every tensor input has the output's shape. Each
-operation becomes one line of Triton, computed in fp32; the result is stored once in the output's dtype. Bytes: one
-read of each input and one write of the output, the floor for a memory-bound map.
+numbers or same-shape tensors, comparisons and where, clamps) and every tensor input has the output's shape or is
+broadcast to it (along rows, over leading dims, or along trailing size-1 dims: an input unsqueezed, see Operand).
+Each operation becomes one line of Triton, computed in fp32; the result is stored once in the output's dtype. Bytes:
+one read of each input and one write of the output, the floor for a memory-bound map. The module is long because
+the matcher, its operand kinds and the kernel's templates that read them belong together.
 
 The offline search space (`pointwise_space`): one program per block of BLOCK elements, ITERS blocks a program, or a
 persistent grid of a few programs per SM; num_warps with BLOCK sets the elements each thread holds (the vector
@@ -145,12 +147,14 @@ class Operand:
     """A tensor the kernel reads: the host expression that gives it (a forward argument, `self.bias`, an earlier
     kernel's result) and how it meets the output: `full` (the output's shape), `row` (a vector along the last dim,
     broadcast over the rows: a bias), `tail` (the output's trailing dims, broadcast over the leading ones: an
-    attention mask of seq x seq added to batch x heads x seq x seq, read at offs % its numel) or `one` (one element,
-    broadcast everywhere)."""
+    attention mask of seq x seq added to batch x heads x seq x seq, read at offs % its numel), `lead` (size-1
+    trailing dims broadcast along the output's: diag(A) @ B as A.unsqueeze(1) * B, a (C, 1, 1) bias; read at
+    offs // the output's `trailing` dims' numel, % its numel) or `one` (one element, broadcast everywhere)."""
 
     expr: str
     kind: str
     dtype: torch.dtype
+    trailing: int = 0    # `lead`: how many of its trailing dims are 1s broadcast
 
 
 @dataclass
@@ -181,7 +185,18 @@ def _kind(shape: tuple, out: tuple) -> str | None:
         shape = shape[1:]
     if 1 < len(shape) < len(out) and tuple(out[-len(shape):]) == shape:
         return "tail"
+    ones = _trailing_ones(shape)
+    if 0 < ones < len(shape) <= len(out) and tuple(out[len(out) - len(shape):][:len(shape) - ones]) == \
+            shape[:len(shape) - ones]:
+        return "lead"
     return None
+
+
+def _trailing_ones(shape: tuple) -> int:
+    n = 0
+    while n < len(shape) and shape[len(shape) - 1 - n] == 1:
+        n += 1
+    return n
 
 
 def match_pointwise(traced: Traced, sources: dict | None = None, skip: frozenset = frozenset()) -> PointwiseGraph:
@@ -206,7 +221,7 @@ def match_pointwise(traced: Traced, sources: dict | None = None, skip: frozenset
         for i, o in enumerate(operands):
             if o.expr == expr:
                 return f"x{i}"
-        operands.append(Operand(expr, kind, dtype))
+        operands.append(Operand(expr, kind, dtype, _trailing_ones(tuple(oshape)) if kind == "lead" else 0))
         return f"x{len(operands) - 1}"
 
     for node, (expr, bias) in (sources or {}).items():
@@ -224,7 +239,8 @@ def match_pointwise(traced: Traced, sources: dict | None = None, skip: frozenset
         if inp.kind == "number":
             names[inp.node] = f"s{len(numbers)}"
             numbers.append(inp.name)
-        elif inp.kind in ("tensor", "param") and any(u not in skip for u in inp.node.users):
+        elif inp.kind in ("tensor", "param") and any(u not in skip for u in inp.node.users) and \
+                not all(op_name(u) == "unsqueeze" for u in inp.node.users):   # those read it as unsqueezed
             expr = inp.name if inp.kind == "tensor" else self_attr(inp.name)
             what = f"input {inp.name}" if inp.kind == "tensor" else f"the parameter {inp.name}"
             names[inp.node] = operand(expr, inp.shape, inp.dtype, what)
@@ -239,6 +255,12 @@ def match_pointwise(traced: Traced, sources: dict | None = None, skip: frozenset
             if isinstance(src, torch.fx.Node) and src not in names:
                 raise NotPointwise(f"{name} reads {src.name}, which is not an input or an elementwise result")
             names[node] = names[src] if isinstance(src, torch.fx.Node) else _v(src)
+            continue
+        view = _unsqueezed(traced, node) if name == "unsqueeze" else None
+        if view is not None:   # an input unsqueezed to broadcast: read as that (a chain is read at its end)
+            if not all(op_name(u) == "unsqueeze" for u in node.users):
+                m = meta(node)
+                names[node] = operand(view[0], tuple(m.shape), m.dtype, f"{view[1].name} unsqueezed")
             continue
         if name not in _OPS:
             raise NotPointwise(f"{name} is not elementwise")
@@ -277,6 +299,20 @@ def match_pointwise(traced: Traced, sources: dict | None = None, skip: frozenset
     if not lines:
         raise NotPointwise("it computes nothing (a copy)")
     return PointwiseGraph(operands, numbers, lines, result, shape, out.dtype, ops)
+
+
+def _unsqueezed(traced: Traced, node):
+    """(host expression, Input) of an input (a tensor or a parameter) unsqueezed once or more, or None."""
+    src = node.args[0] if node.args else None
+    if not isinstance(src, torch.fx.Node):
+        return None
+    if op_name(src) == "unsqueeze":
+        inner = _unsqueezed(traced, src)
+    else:
+        inp = traced.input_of(src)
+        inner = None if inp is None or inp.kind not in ("tensor", "param") else \
+            (inp.name if inp.kind == "tensor" else self_attr(inp.name), inp)
+    return None if inner is None else (f"{inner[0]}.unsqueeze({node.args[1]})", inner[1])
 
 
 def self_attr(name: str) -> str:
@@ -396,6 +432,7 @@ _LOADS = {
     "full": "{x} = tl.load({x}_ptr + offs, mask=mask, other=0.0{hint}).to(tl.float32)",
     "row": "{x} = tl.load({x}_ptr + offs % n_cols, mask=mask, other=0.0).to(tl.float32)",   # a bias: stays in L1/L2
     "tail": "{x} = tl.load({x}_ptr + offs % {x}_n, mask=mask, other=0.0).to(tl.float32)",   # read once a leading index
+    "lead": "{x} = tl.load({x}_ptr + (offs // {x}_inner) % {x}_n, mask=mask, other=0.0).to(tl.float32)",
     "one": "{x} = tl.load({x}_ptr).to(tl.float32)",
 }
 
@@ -405,7 +442,11 @@ def render_kernel(pg: PointwiseGraph, p: dict, prefix: str = "") -> str:
     helpers this text shares names with other templates' (`_num_programs`), where it is pasted after one."""
     xs = [f"x{i}" for i in range(len(pg.operands))]
     ss = [f"s{i}" for i in range(len(pg.numbers))]
-    tails = [f"{x}_n" for x, o in zip(xs, pg.operands) if o.kind == "tail"]   # the numel each tail operand wraps at
+    # the numel each tail or lead operand wraps at; a lead operand's stride along the output
+    tails = [f"{x}_n" for x, o in zip(xs, pg.operands) if o.kind in ("tail", "lead")]
+    tail_args = [f"{x}.numel()" for x, o in zip(xs, pg.operands) if o.kind in ("tail", "lead")]
+    tails += [f"{x}_inner" for x, o in zip(xs, pg.operands) if o.kind == "lead"]
+    tail_args += [f"y.stride({-o.trailing - 1})" for o in pg.operands if o.kind == "lead"]
     hint = evict("evict_first", p["cache_hints"])
     loads = "\n".join(_LOADS[o.kind].format(x=x, hint=hint) for x, o in zip(xs, pg.operands))
     body = fill(_LOADS_AND_MATH, {"LOADS": loads, "LINES": "\n".join(pg.lines), "RESULT": pg.result,
@@ -421,7 +462,7 @@ def render_kernel(pg: PointwiseGraph, p: dict, prefix: str = "") -> str:
         "NUM_PROGRAMS": num_programs(p["programs_per_sm"] if p["variant"] == "persistent" else 4),
         "ARGS": ", ".join(xs + ss),
         "CONTIGUOUS": "\n".join(f"{x} = {x}.contiguous()" for x in xs),
-        "OUT_DTYPE": out_dtype, "CALL": ", ".join(xs + [f"{t.removesuffix('_n')}.numel()" for t in tails] + ss),
+        "OUT_DTYPE": out_dtype, "CALL": ", ".join(xs + tail_args + ss),
     })
     if prefix:
         text = re.sub(r"\b(_num_programs|_SMS|_grid)\b", lambda m: prefix + m.group(1), text)

@@ -116,3 +116,40 @@ def test_log_softmax_then_a_scale_is_not_matched(tmp_path):
                       "[torch.randn(4, 9)]")
     with pytest.raises(Unmatched):
         match_problem(scaled)
+
+
+def test_an_input_unsqueezed_to_broadcast_along_rows_is_read_by_the_pointwise_kernel(tmp_path):
+    """diag(A) @ B written as A.unsqueeze(1) * B (KernelBench 12): A is read at offs // M; a (C, 1, 1) parameter
+    the same way along H*W; an input read both unsqueezed and as a row (N == M) is two operands."""
+    diag = _problem(tmp_path, "diag_mm", "    def forward(self, A, B):\n        return A.unsqueeze(1) * B",
+                    "[torch.randn(N), torch.randn(N, M)]", sizes="M = 40\nN = 40")
+    m = match_problem(diag)
+    assert (m.kind, m.summary) == ("pointwise", "elementwise mul on 40x40 float32")
+    code = m.space.render(m.space.default)
+    assert "return pointwise(B, A.unsqueeze(1))" in code and "(offs // x1_inner) % x1_n" in code
+    for case in diag.cases_for("cpu"):
+        _agrees(diag, code, case=case)
+    _agrees(diag, m.space.render({**m.space.default, "variant": "persistent", "BLOCK": 256, "num_warps": 2}))
+    with pytest.raises(AssertionError):   # read as a row (A[j] for B[i, j]): wrong unless A is constant
+        _agrees(diag, code.replace("(offs // x1_inner) % x1_n", "offs % x1_n"))
+
+    both = _problem(tmp_path, "diag_row", "    def forward(self, A, B):\n"
+                    "        return A.unsqueeze(0).unsqueeze(2) * B + A", "[torch.randn(7), torch.randn(2, 7, 7)]")
+    m = match_problem(both)
+    code = m.space.render(m.space.default)
+    assert "return pointwise(B, A, A.unsqueeze(0).unsqueeze(2))" in code
+    _agrees(both, code)
+
+    chan = _problem(tmp_path, "chan_bias", "    def __init__(self):\n        super().__init__()\n"
+                    "        self.bias = nn.Parameter(torch.randn(3, 1, 1))\n"
+                    "    def forward(self, x):\n        return torch.relu(x + self.bias)",
+                    "[torch.randn(2, 3, 5, 6)]")
+    m = match_problem(chan)
+    assert m.summary == "elementwise add -> relu on 2x3x5x6 float32"
+    _agrees(chan, m.space.render(m.space.default), perturb=True)
+
+    # unsqueezed in the middle (broadcast along a middle dim) stays refused, naming it
+    middle = _problem(tmp_path, "mid_unsq", "    def forward(self, A, B):\n        return A.unsqueeze(1) * B",
+                      "[torch.randn(4, 6), torch.randn(4, 5, 6)]")
+    with pytest.raises(Unmatched, match=r"A unsqueezed is \(4, 1, 6\), not broadcast"):
+        match_problem(middle)

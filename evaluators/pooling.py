@@ -199,8 +199,14 @@ PARAMS = {"BLOCK": [128, 256, 512, 1024, 2048, 4096],
 
 DEFAULT = {"BLOCK": 1024, "TILE_W": 0, "num_warps": 4, "UNROLL": "window"}
 
-MAX_UNROLLED = 512   # window elements unrolled at most (a 121-element 11x11 window compiles in seconds)
-MAX_PER_THREAD = 16  # outputs a thread: each holds its accumulator and its window's offsets and masks
+# Registers (sm_90 compiles at KernelBench's shapes): ptxas hoists a thread's window loads ahead of their use, so
+# what a thread holds grows with outputs a thread x window elements. 8 x 121 (2-D average
+# 11x11) spilled 1072 B at 255 registers (376 B with only the window's rows unrolled), 4 x 121 took 147 registers
+# and 2 x 121 60, no spill; 16 outputs a thread spilled at 3x3x3 (960 B) and 4x4 (352 B) windows; 8 x 27 took 193.
+MAX_PER_THREAD = 8       # outputs a thread
+MAX_THREAD_LOADS = 512   # outputs a thread x window elements
+START_THREAD_LOADS = 256  # the starter's: 8 outputs a thread up to a 32-element window, 2 at 11x11
+MAX_UNROLLED = 512       # window elements unrolled whole at most
 
 
 class Pooling:
@@ -265,8 +271,12 @@ def pooling_space(pool: Pooling, init: str, forward: str, x_name: str) -> Search
         threads = 32 * p["num_warps"]
         if p["BLOCK"] < threads:
             return f"BLOCK {p['BLOCK']} leaves threads of {p['num_warps']} warps idle"
-        if p["BLOCK"] // threads > MAX_PER_THREAD:
-            return f"{p['BLOCK'] // threads} outputs a thread (at most {MAX_PER_THREAD}: registers)"
+        per = p["BLOCK"] // threads
+        if per > MAX_PER_THREAD:
+            return f"{per} outputs a thread (at most {MAX_PER_THREAD}: registers)"
+        if per * window > MAX_THREAD_LOADS:
+            return (f"{per} outputs a thread x a {window}-element window: {per * window} loads a thread "
+                    f"(at most {MAX_THREAD_LOADS}: they spill)")
         if p["TILE_W"] > p["BLOCK"]:
             return f"a row of {p['TILE_W']} outputs is more than the program's BLOCK {p['BLOCK']}"
         if p["TILE_W"] >= 2 * ow and p["TILE_W"] > 8:
@@ -276,6 +286,8 @@ def pooling_space(pool: Pooling, init: str, forward: str, x_name: str) -> Search
         return None
 
     default = dict(DEFAULT)
+    per = next((n for n in (8, 4, 2) if n * window <= START_THREAD_LOADS), 1)
+    default["BLOCK"] = 32 * default["num_warps"] * per
     if window > MAX_UNROLLED:
         default["UNROLL"] = "row"
     moves = [Move("flat outputs", "Each program computes BLOCK consecutive outputs of the flattened output "

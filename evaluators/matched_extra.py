@@ -3,7 +3,8 @@ one dim, and instance / group normalisation (rows of H*W or C/G*H*W with a per-c
 
 `match_extra(traced)` tries each pattern in turn and returns a `Match` with its own search space, or None. Each
 kernel is one template below (read as code: `$NAME` placeholders filled by space.fill), its launcher and the
-problem's `ModelNew`; every kernel computes in fp32 and stores in the output's dtype.
+problem's `ModelNew`; every kernel computes in fp32 and stores in the output's dtype. The module is long because it
+holds three small generated families (template, space and matcher each), kept together as one matcher.
 - argmax / argmin: x read as (outer, R, inner), as evaluators/reduction.py does; a BLOCK_R x BLOCK_I tile slides
   along R, each lane keeping the extreme value it saw first and its index (NaN counts as the extreme, as in torch);
   the lanes are merged at the end taking the smallest index among the extremes: torch's tie rule. One read of x.
@@ -340,9 +341,169 @@ def _log_softmax(traced):
     return Match("log_softmax", summary, log_softmax_space(d, x.shape[d], traced, x.name, summary))
 
 
+# -- instance norm, group norm ---------------------------------------------------------------------------------------
+
+_NORM = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _chunk_stats_kernel(x_ptr, mean_ptr, m2_ptr, L, n_chunks, CHUNK: tl.constexpr):
+    # $WHAT: one chunk of a row in registers, reduced to its mean and M2 (squared deviations from that mean)
+    row = tl.program_id(0)
+    c = tl.program_id(1)
+    cols = c * CHUNK + tl.arange(0, CHUNK)
+    mask = cols < L
+    x = tl.load(x_ptr + tl.cast(row, tl.int64) * L + cols, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / tl.minimum(L - c * CHUNK, CHUNK).to(tl.float32)
+    d = tl.where(mask, x - mean, 0.0)
+    tl.store(mean_ptr + row * n_chunks + c, mean)
+    tl.store(m2_ptr + row * n_chunks + c, tl.sum(d * d, axis=0))
+
+
+@triton.jit
+def _row_stats_kernel(mean_ptr, m2_ptr, stat_ptr, L, n_chunks, eps, CHUNK: tl.constexpr, PARTS: tl.constexpr):
+    # a row's mean and 1/std from its chunks' (Chan et al.): M2 = sum M2_i + sum n_i (mean_i - mean)^2
+    row = tl.program_id(0)
+    k = tl.arange(0, PARTS)
+    km = k < n_chunks
+    means = tl.load(mean_ptr + row * n_chunks + k, mask=km, other=0.0)
+    m2s = tl.load(m2_ptr + row * n_chunks + k, mask=km, other=0.0)
+    ns = tl.where(km, tl.minimum(L - k * CHUNK, CHUNK), 0).to(tl.float32)
+    mean = tl.sum(ns * means, axis=0) / L
+    dm = tl.where(km, means - mean, 0.0)
+    var = (tl.sum(m2s, axis=0) + tl.sum(ns * dm * dm, axis=0)) / L
+    tl.store(stat_ptr + 2 * row, mean)
+    tl.store(stat_ptr + 2 * row + 1, tl.rsqrt(var + eps))
+
+
+@triton.jit
+def _norm_kernel(x_ptr, y_ptr, stat_ptr, w_ptr, b_ptr, L, HW, G, CPG, CHUNK: tl.constexpr, AFFINE: tl.constexpr):
+    # (x - mean) / std over one chunk of a row; group norm: times the channel's weight, plus its bias
+    row = tl.program_id(0)
+    cols = tl.program_id(1) * CHUNK + tl.arange(0, CHUNK)
+    mask = cols < L
+    mean = tl.load(stat_ptr + 2 * row)
+    rstd = tl.load(stat_ptr + 2 * row + 1)
+    offs = tl.cast(row, tl.int64) * L + cols
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    y = (x - mean) * rstd
+    if AFFINE:
+        ch = (row % G) * CPG + cols // HW
+        y = y * tl.load(w_ptr + ch, mask=mask, other=0.0).to(tl.float32) + \\
+            tl.load(b_ptr + ch, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def row_norm(x: torch.Tensor, weight, bias) -> torch.Tensor:
+    # rows: one per (n, group) (instance norm: a group per channel) of C / G x H x W values
+    x = x.contiguous()
+    n, c = x.shape[0], x.shape[1]
+    g = $GROUPS
+    hw = x.numel() // max(n * c, 1)
+    rows, length = n * g, (c // g) * hw
+    y = torch.empty_like(x)
+    if y.numel() == 0:
+        return y
+    chunks = triton.cdiv(length, $CHUNK)
+    parts = triton.next_power_of_2(chunks)
+    if parts > 16384:
+        raise ValueError(f"row_norm: a row of {length} is {chunks} chunks of $CHUNK (16384 at most)")
+    mean = torch.empty(rows * chunks, dtype=torch.float32, device=x.device)
+    m2 = torch.empty_like(mean)
+    stat = torch.empty(rows * 2, dtype=torch.float32, device=x.device)
+    _chunk_stats_kernel[(rows, chunks)](x, mean, m2, length, chunks, CHUNK=$CHUNK, num_warps=$num_warps)
+    _row_stats_kernel[(rows,)](mean, m2, stat, length, chunks, $EPS, CHUNK=$CHUNK, PARTS=parts,
+                               num_warps=4 if parts >= 512 else 1)
+    affine = weight is not None
+    _norm_kernel[(rows, chunks)](x, y, stat, weight if affine else x, bias if affine else x, length, hw, g, c // g,
+                                 CHUNK=$CHUNK, AFFINE=affine, num_warps=$num_warps)
+    return y
+'''
+
+NORM_PARAMS = {"CHUNK": [1024, 2048, 4096, 8192, 16384], "num_warps": [1, 2, 4, 8, 16]}
+
+
+def norm_space(groups: str, eps: float, traced, call: str, what: str) -> SearchSpace:
+    """The space of a row normalisation: rows of one (n, group) (`groups`: the host expression of G), chunks of
+    CHUNK values on num_warps warps."""
+
+    def template(p: dict) -> str:
+        return fill(_NORM, {"WHAT": what, "GROUPS": groups, "EPS": repr(float(eps)), "CHUNK": p["CHUNK"],
+                            "num_warps": p["num_warps"]}) + _model(traced, call)
+
+    def limits(p: dict, case) -> str | None:
+        per = p["CHUNK"] // (32 * p["num_warps"])
+        if not 1 <= per <= 32:
+            return f"a chunk of {p['CHUNK']} on {p['num_warps']} warps is {per} values a thread (1 to 32)"
+        return None
+
+    moves = [Move(f"chunks of {k}", f"Cut each row into chunks of {k} values, one program each, in both passes.",
+                  {"CHUNK": k}) for k in NORM_PARAMS["CHUNK"]]
+    moves += [Move(f"{w} warps", f"{w} warps a program.", {"num_warps": w}) for w in NORM_PARAMS["num_warps"]]
+    # 4096 values a chunk on 8 warps: 16 a thread; KernelBench's rows (262144, 2M values) make 64 to 512 chunks
+    return SearchSpace(params=NORM_PARAMS, default={"CHUNK": 4096, "num_warps": 8}, template=template, moves=moves,
+                       tuning=["CHUNK", "num_warps"], cases=_CASES, limits=limits)
+
+
+def _getitem0(traced, name: str):
+    """The op `name` whose output 0 (a getitem) is consumed, and that getitem; None where the graph has other ops."""
+    from kernelsearch.evaluators.trace import op_name
+
+    ops = [n for n in traced.ops if op_name(n) not in ("getitem", "clone", "alias", "detach", "empty", "view")]
+    if len(ops) != 1 or op_name(ops[0]) != name:
+        return None
+    outs = [u for u in ops[0].users if op_name(u) == "getitem" and u.args[1] == 0]
+    return (ops[0], outs[0]) if len(outs) == 1 else None
+
+
+def _group_norm(traced):
+    from kernelsearch.evaluators.match import Match
+    from kernelsearch.evaluators.pointwise import self_attr
+    from kernelsearch.evaluators.trace import schema_args
+
+    found = _getitem0(traced, "native_group_norm")
+    if found is None or found[1] is not traced.output:
+        return None
+    a = schema_args(found[0])
+    x = _tensor(traced, a["input"])
+    w, b = (traced.input_of(a[k]) if isinstance(a.get(k), torch.fx.Node) else None for k in ("weight", "bias"))
+    if x is None or len(x.shape) < 2 or w is None or b is None or w.kind != "param" or b.kind != "param":
+        return None
+    g = int(a["group"])
+    summary = f"group norm ({g} groups) of {_shape(x)}"
+    call = f"row_norm({x.name}, {self_attr(w.name)}, {self_attr(b.name)})"
+    return Match("row_norm", summary, norm_space(str(g), a["eps"], traced, call, summary))
+
+
+def _instance_norm(traced):
+    """InstanceNorm (affine=False, no running stats) as traced: x viewed (1, N*C, ...), batch norm in training mode
+    with no weight, bias or running stats, viewed back."""
+    from kernelsearch.evaluators.match import Match
+    from kernelsearch.evaluators.trace import meta, op_name, schema_args
+
+    found = _getitem0(traced, "native_batch_norm")
+    out = traced.output
+    if found is None or op_name(out) != "view" or out.args[0] is not found[1]:
+        return None
+    a = schema_args(found[0])
+    src = a["input"]
+    if not (isinstance(src, torch.fx.Node) and op_name(src) == "view") or not a.get("training") or \
+            any(a.get(k) is not None for k in ("weight", "bias", "running_mean", "running_var")):
+        return None
+    x = _tensor(traced, src.args[0])
+    v = meta(src)
+    if x is None or len(x.shape) < 3 or v is None or tuple(v.shape) != (1, x.shape[0] * x.shape[1], *x.shape[2:]):
+        return None
+    summary = f"instance norm of {_shape(x)}"
+    return Match("row_norm", summary, norm_space("c", a["eps"], traced,
+                                                 f"row_norm({x.name}, None, None)", summary))
+
+
 # -- the matcher ----------------------------------------------------------------------------------------------------
 
-_PATTERNS = (_argminmax, _log_softmax)
+_PATTERNS = (_argminmax, _log_softmax, _group_norm, _instance_norm)
 
 
 def match_extra(traced):

@@ -153,3 +153,37 @@ def test_an_input_unsqueezed_to_broadcast_along_rows_is_read_by_the_pointwise_ke
                       "[torch.randn(4, 6), torch.randn(4, 5, 6)]")
     with pytest.raises(Unmatched, match=r"A unsqueezed is \(4, 1, 6\), not broadcast"):
         match_problem(middle)
+
+
+def test_group_norm_and_instance_norm_get_the_chunked_row_normalisation(tmp_path):
+    gn = _problem(tmp_path, "gn", "    def __init__(self, c, g):\n        super().__init__()\n"
+                  "        self.gn = nn.GroupNorm(num_groups=g, num_channels=c)\n"
+                  "    def forward(self, x):\n        return self.gn(x)",
+                  "[torch.randn(2, 4, 24, 40) + 3.0]", init="[4, 2]")
+    m = match_problem(gn)
+    assert (m.kind, m.summary) == ("row_norm", "group norm (2 groups) of 2x4x24x40 float32")
+    assert "return row_norm(x, self.gn.weight, self.gn.bias)" in m.space.render(m.space.default)
+    # rows of 2 x 960 values: one chunk at the default, two of 1024 (the second partial) at the other point
+    for p in (m.space.default, {"CHUNK": 1024, "num_warps": 1}):
+        _agrees(gn, m.space.render(p), perturb=True)
+    code = m.space.render({"CHUNK": 1024, "num_warps": 4})
+    with pytest.raises(AssertionError):   # the chunks' means must enter the variance (Chan's merge)
+        _agrees(gn, code.replace(" + tl.sum(ns * dm * dm, axis=0)", ""), perturb=True)
+    assert m.space.infeasible({"CHUNK": 16384, "num_warps": 1})
+
+    inorm = _problem(tmp_path, "inorm", "    def __init__(self, c):\n        super().__init__()\n"
+                     "        self.inorm = nn.InstanceNorm2d(num_features=c)\n"
+                     "    def forward(self, x):\n        return self.inorm(x)",
+                     "[torch.rand(batch, c, h, w)]", init="[c]", sizes="batch = 3\nc = 5\nh = 30\nw = 50")
+    m = match_problem(inorm)
+    assert (m.kind, m.summary) == ("row_norm", "instance norm of 3x5x30x50 float32")
+    for case in inorm.cases_for("cpu"):
+        _agrees(inorm, m.space.render({"CHUNK": 1024, "num_warps": 4}), case=case)
+    _agrees(inorm, m.space.render(m.space.default))
+
+    # group norm followed by an activation is outside the pattern
+    act = _problem(tmp_path, "gn_relu", "    def __init__(self):\n        super().__init__()\n"
+                   "        self.gn = nn.GroupNorm(2, 4)\n    def forward(self, x):\n        return self.gn(x).relu()",
+                   "[torch.randn(2, 4, 6, 6)]")
+    with pytest.raises(Unmatched):
+        match_problem(act)

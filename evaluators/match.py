@@ -516,3 +516,7 @@ _FAMILY_MATCHERS += (match_extra,)
 from kernelsearch.evaluators.pooling import match_pooling  # noqa: E402 - imports Match lazily
 
 _FAMILY_MATCHERS += (match_pooling,)
+
+from kernelsearch.evaluators.losses import match_loss  # noqa: E402 - imports Match lazily
+
+_FAMILY_MATCHERS += (match_loss,)

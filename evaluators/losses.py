@@ -18,6 +18,13 @@ integer remainder a block, not one an element (a 32-bit remainder by a run-time 
 8 bytes an element that would cost more than the memory).
 
 The space: BLOCK with num_warps (the values a thread holds a step), programs per SM.
+
+A second kind, `row_reduce_norm`: elementwise ops, a sum or mean of the last dim with keepdim, then elementwise ops
+of the tensors and that per-row value (38_L1Norm_'s x / mean(|x|, 1, keepdim), 39_L2Norm_'s x / ||x||_2 along
+dim 1). One program a row: the row whole in registers where it fits BLOCK (one read, one write), else two sweeps
+of BLOCK chunks, the reduction then the output (the second read of a 256 KB row mostly from L2). Space: BLOCK and
+num_warps. The module is past 500 lines on purpose: both kinds share the decomposition and the graph's split
+around its one reduction.
 """
 from __future__ import annotations
 
@@ -368,6 +375,201 @@ def loss_space(lg: LossGraph, traced: Traced) -> SearchSpace:
                        cases=(Case("loss", {}, timed=True),), limits=_limits_for(lg))
 
 
+# -- a reduction along the last dim, broadcast back over its row: x / mean(|x|, -1, keepdim) -------------------
+
+_ROW = """
+
+@triton.jit
+def _row_norm_kernel($PARAMS, y_ptr, n_cols, BLOCK: tl.constexpr, SINGLE: tl.constexpr):
+    # $WHAT
+    # One program a row. SINGLE (the row fits BLOCK): the row in registers, one read and one write. Else two
+    # sweeps: the reduction, then the output chunk by chunk; the second read of a row the program has just read
+    # mostly hits L2 (132 rows of 256 KB in flight are 33 MB of the H200's 60 MB).
+    base = tl.cast(tl.program_id(0), tl.int64) * n_cols
+    lanes = tl.arange(0, BLOCK)
+    if SINGLE:
+        cols = lanes
+        mask = cols < n_cols
+        $LOADS_A
+        $LINES_A
+        r = $FINAL
+        $SINGLE_B
+        $LINES_B
+        tl.store(y_ptr + base + cols, ${RESULT_B}.to(y_ptr.dtype.element_ty), mask=mask)
+    else:
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        for c0 in range(0, n_cols, BLOCK):
+            cols = c0 + lanes
+            mask = cols < n_cols
+            $LOADS_A
+            $LINES_A
+            acc += tl.where(mask, $RESULT_A, 0.0)
+        r = $FINAL_ACC
+        for c0 in range(0, n_cols, BLOCK):
+            cols = c0 + lanes
+            mask = cols < n_cols
+            $SWEEP_B
+            $LINES_B
+            tl.store(y_ptr + base + cols, ${RESULT_B}.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def row_norm($ARGS):
+    $CONTIGUOUS
+    y = torch.empty($OUT_SHAPE_OF, dtype=$OUT_DTYPE, device=$FIRST.device)
+    n_cols = y.shape[-1]
+    n_rows = y.numel() // max(n_cols, 1)
+    if y.numel():
+        _row_norm_kernel[(n_rows,)]($CALL, y, n_cols, BLOCK=$BLOCK, SINGLE=n_cols <= $BLOCK, num_warps=$num_warps)
+    return y
+"""
+
+_ROW_LOADS = {
+    "full": "{x} = tl.load({x}_ptr + base + cols, mask=mask, other=0.0).to(tl.float32)",
+    "row": "{x} = tl.load({x}_ptr + cols, mask=mask, other=0.0).to(tl.float32)",
+    "one": "{x} = tl.load({x}_ptr).to(tl.float32)",
+}
+
+
+@dataclasses.dataclass
+class RowNormGraph:
+    """A reduction along the last dim (keepdim) of elementwise ops, then elementwise ops of the result with it."""
+
+    pre: PointwiseGraph       # up to the reduction's input (operands renamed a0..., lines av0...)
+    op: str                   # "sum" | "mean"
+    red_dtype: torch.dtype
+    post: PointwiseGraph      # the output, the reduction as operand "r" (renamed b0..., lines bv0...)
+
+    def describe(self) -> str:
+        shape = "x".join(map(str, self.post.shape))
+        what = f"elementwise {' -> '.join(self.pre.ops)}, " if self.pre.ops else ""
+        return (f"{what}{self.op} along the last dim, then {' -> '.join(self.post.ops)}: rows of {shape} "
+                f"{str(self.post.out_dtype).removeprefix('torch.')}")
+
+
+def _renamed(lines: list[str], result: str, x: str, v: str) -> tuple[list[str], str]:
+    import re
+
+    def sub(text: str) -> str:
+        return re.sub(r"\b([xv])(\d+)\b", lambda m: (x if m.group(1) == "x" else v) + m.group(2), text)
+
+    return [sub(ln) for ln in lines], sub(result)
+
+
+def match_row_norm_graph(traced: Traced) -> RowNormGraph | None:
+    """x / reduce(f(x), -1, keepdim) and its kin: elementwise ops, one sum or mean of the last dim with keepdim, then
+    elementwise ops of the full tensors and that per-row value; None for any other graph."""
+    if not any(op_name(n) in _WHOLE or op_name(n) in ("sum", "mean") for n in traced.ops):
+        return None
+    try:
+        t = _decomposed(traced)
+    except TraceError:
+        return None
+    reds = [n for n in t.ops if op_name(n) in ("sum", "mean", "amax", "amin", "max", "min", "prod")]
+    if len(reds) != 1 or op_name(reds[0]) not in ("sum", "mean"):
+        return None
+    red = reds[0]
+    a = schema_args(red)
+    src, m, out = meta(a.get("self")) if isinstance(a.get("self"), torch.fx.Node) else None, meta(red), meta(t.output)
+    dims = a.get("dim")
+    if src is None or m is None or out is None or src.dim() < 1 or not isinstance(dims, (list, tuple)) or \
+            [d % src.dim() for d in dims] != [src.dim() - 1] or not a.get("keepdim") or m.dtype not in FLOATS or \
+            tuple(out.shape) != tuple(src.shape) or t.output is red:
+        return None
+    at = t.ops.index(red)
+    pre_ops, post_ops = set(t.ops[:at]), set(t.ops[at + 1:])
+    try:
+        pre = _pre_graph(t, a["self"], frozenset(post_ops | {red}))
+        post = match_pointwise(t, sources={red: ("r", None)}, skip=frozenset(pre_ops | {red}))
+    except NotPointwise:
+        return None
+    if any(o.kind not in _ROW_LOADS for o in pre.operands) or \
+            any(o.kind not in _ROW_LOADS and o.expr != "r" for o in post.operands) or \
+            pre.shape != tuple(src.shape):
+        return None
+    return RowNormGraph(pre, op_name(red), m.dtype, post)
+
+
+def render_row_norm(g: RowNormGraph, traced: Traced, p: dict) -> str:
+    """The candidate file for `g` at parameters `p` (without the space's header line)."""
+    xa = [f"a{i}" for i in range(len(g.pre.operands))]
+    xb = [f"b{i}" for i in range(len(g.post.operands))]
+    lines_a, res_a = _renamed(g.pre.lines, g.pre.result, "a", "av")
+    lines_b, res_b = _renamed(g.post.lines, g.post.result, "b", "bv")
+    loads_a = "\n".join(_ROW_LOADS[o.kind].format(x=x) for x, o in zip(xa, g.pre.operands))
+    # the post ops' operands: the row's value r, a tensor the sweep before read (x itself: in registers already
+    # where the row is whole, read through the same pointer in the second sweep), or a tensor of their own
+    same = {o.expr: x for x, o in zip(xa, g.pre.operands)}
+    ptrs_b = [(x, o) for x, o in zip(xb, g.post.operands) if o.expr != "r" and o.expr not in same]
+    single_b, sweep_b = [], []
+    for x, o in zip(xb, g.post.operands):
+        if o.expr == "r":
+            single_b.append(f"{x} = r")
+            sweep_b.append(f"{x} = r")
+        elif o.expr in same:
+            single_b.append(f"{x} = {same[o.expr]}")
+            sweep_b.append(_ROW_LOADS[o.kind].format(x=x).replace(f"{x}_ptr", f"{same[o.expr]}_ptr"))
+        else:
+            single_b.append(_ROW_LOADS[o.kind].format(x=x))
+            sweep_b.append(single_b[-1])
+    ss = [f"s{i}" for i in range(len(g.pre.numbers))]
+
+    def final(total: str) -> str:
+        f = f"{total} / n_cols" if g.op == "mean" else total
+        return f if g.red_dtype == torch.float32 else f"({f}).to({_TL_DTYPES[g.red_dtype]}).to(tl.float32)"
+
+    args = xa + [x for x, _ in ptrs_b] + ss
+    first = next(same.get(o.expr, x) for x, o in zip(xb, g.post.operands) if o.kind == "full")
+    text = fill(_PROLOGUE + _ROW, {
+        "WHAT": g.describe(), "PARAMS": ", ".join([f"{x}_ptr" for x in xa + [x for x, _ in ptrs_b]] + ss),
+        "LOADS_A": loads_a or "pass", "LINES_A": "\n".join(lines_a), "RESULT_A": res_a,
+        "FINAL": final(f"tl.sum(tl.where(mask, {res_a}, 0.0), axis=0)"), "FINAL_ACC": final("tl.sum(acc, axis=0)"),
+        "SINGLE_B": "\n".join(single_b), "SWEEP_B": "\n".join(sweep_b), "LINES_B": "\n".join(lines_b),
+        "RESULT_B": res_b, "ARGS": ", ".join(args),
+        "CONTIGUOUS": "\n".join(f"{x} = {x}.contiguous()" for x in args if not x.startswith("s")),
+        "OUT_SHAPE_OF": f"{first}.shape", "OUT_DTYPE": str(g.post.out_dtype), "FIRST": first,
+        "CALL": ", ".join(args), "BLOCK": p["BLOCK"], "num_warps": p["num_warps"],
+    })
+    call = ", ".join([o.expr for o in g.pre.operands] + [o.expr for _, o in ptrs_b] + g.pre.numbers)
+    return text + fill(_MODEL, {"INIT": traced.init_source or DEFAULT_INIT,
+                                "FORWARD": ", ".join(traced.forward_args) or "*inputs",
+                                "BODY": f"return row_norm({call})"})
+
+
+ROW_PARAMS = {"BLOCK": [512, 1024, 2048, 4096, 8192, 16384, 32768], "num_warps": [2, 4, 8, 16, 32]}
+
+
+def row_norm_space(g: RowNormGraph, traced: Traced) -> SearchSpace:
+    cols = g.post.shape[-1]
+    # a row whole in registers where it fits 32 values a thread of 16 warps, else 4096-element chunks on 8 warps
+    block = 1 << max(0, (cols - 1).bit_length())
+    default = {"BLOCK": max(block, 512), "num_warps": max(2, min(16, block // 1024))} if block <= 16384 else \
+        {"BLOCK": 4096, "num_warps": 8}
+    held = 1 + sum(o.kind != "one" for o in g.pre.operands) + sum(o.kind not in ("one",) and o.expr != "r"
+                                                                  for o in g.post.operands)
+
+    def limits(p: dict, case) -> str | None:
+        per = p["BLOCK"] // (32 * p["num_warps"])
+        if per < 1:
+            return f"BLOCK {p['BLOCK']} is fewer elements than {p['num_warps']} warps have threads"
+        if per * held > held_budget(p["num_warps"]):
+            return (f"{per} elements a thread x {held} (the sum and each input) is over the "
+                    f"{held_budget(p['num_warps'])} fp32 values a thread of {p['num_warps']} warps holds")
+        return None
+
+    moves = []
+    for b in ROW_PARAMS["BLOCK"]:
+        for w in ROW_PARAMS["num_warps"]:
+            per = b // (32 * w)
+            if per in (4, 8, 16, 32):
+                what = "the whole row in registers (one read)" if b >= cols else \
+                    f"chunks of {b} (two sweeps of each row)"
+                moves.append(Move(f"BLOCK {b} with {w} warps", f"{what}, {per} elements a thread.",
+                                  {"BLOCK": b, "num_warps": w}))
+    return SearchSpace(params=ROW_PARAMS, default=default, template=lambda p: render_row_norm(g, traced, p),
+                       moves=moves, tuning=["BLOCK", "num_warps"], cases=(Case("row_norm", {}, timed=True),),
+                       limits=limits)
+
+
 def match_loss(traced: Traced):
     """Match: elementwise ops, one sum or mean of every element, scalar ops (a loss), or that scalar broadcast back
     over a tensor (x / ||x||_F); None for any other graph."""
@@ -375,7 +577,8 @@ def match_loss(traced: Traced):
 
     lg = match_loss_graph(traced)
     if lg is None:
-        return None
+        g = match_row_norm_graph(traced)
+        return Match("row_reduce_norm", g.describe(), row_norm_space(g, traced)) if g is not None else None
     kind = "loss" if lg.post is None or lg.scalar_post else "global_norm"
     return Match(kind, lg.describe(), loss_space(lg, traced))
 

@@ -23,7 +23,9 @@ def _points(space):
 
 
 def _every_case(problem, code, **kw):
-    for case in problem.cases_for("cpu"):
+    # (every case: the problems here are interpreter-sized at their own sizes too, and the smallest derived case
+    # can be shorter than BLOCK, leaving a sweep untried)
+    for case in problem.cases:
         _agrees(problem, code, case=case, **kw)
 
 
@@ -121,3 +123,43 @@ def test_space_limits_and_what_is_not_matched(tmp_path):
     # two reductions
     two = _problem(tmp_path, "two", _FWD.format("predictions.sum() + targets.mean()"), _TWO, sizes=_SIZES)
     assert match_loss_graph(trace_problem(two)) is None
+
+
+def test_row_norms_reduce_the_last_dim_then_scale_the_row(tmp_path):
+    """x / mean(|x|, 1, keepdim) and x / ||x||_2 along dim 1: one program a row, the row whole in registers where
+    it fits BLOCK, else two sweeps (the reduction, then the output)."""
+    l1 = _problem(tmp_path, "l1", "    def forward(self, x):\n"
+                  "        return x / torch.mean(torch.abs(x), dim=1, keepdim=True)",
+                  "[torch.randn(batch_size, dim)]", sizes="batch_size = 7\ndim = 1501")
+    m = match_problem(l1)
+    assert (m.kind, m.summary) == \
+        ("row_reduce_norm", "elementwise abs, mean along the last dim, then div: rows of 7x1501 float32")
+    assert m.space.default == {"BLOCK": 2048, "num_warps": 2}       # the row whole in registers
+    code = m.space.render(m.space.default)
+    assert "return row_norm(x)" in code
+    for p in ({"BLOCK": 2048, "num_warps": 2}, {"BLOCK": 512, "num_warps": 4}, {"BLOCK": 1024, "num_warps": 8}):
+        _every_case(l1, m.space.render(p))
+    # the mean divides by the row's length: a sum over the chunks of the last sweep only fails
+    sweep = m.space.render({"BLOCK": 512, "num_warps": 4})
+    with pytest.raises(AssertionError):
+        _every_case(l1, sweep.replace("acc += tl.where(mask, av0, 0.0)", "acc = tl.where(mask, av0, 0.0)"))
+    l2 = _problem(tmp_path, "l2", "    def forward(self, x):\n"
+                  "        return x / torch.norm(x, p=2, dim=1, keepdim=True)",
+                  "[torch.randn(batch_size, dim)]", sizes="batch_size = 5\ndim = 3000")
+    m = match_problem(l2)
+    assert m.kind == "row_reduce_norm" and "pow, sum along the last dim, then pow -> div" in m.summary
+    for p in (m.space.default, {"BLOCK": 1024, "num_warps": 4}):
+        _every_case(l2, m.space.render(p))
+    assert m.space.infeasible({"BLOCK": 32768, "num_warps": 2})
+    # along a middle dim: not this kernel's
+    mid = _problem(tmp_path, "l1mid", "    def forward(self, x):\n"
+                   "        return x / torch.mean(torch.abs(x), dim=1, keepdim=True)",
+                   "[torch.randn(3, 40, 5)]")
+    assert not any(m.kind == "row_reduce_norm" for m in _matches(mid))
+
+
+def _matches(problem):
+    try:
+        return [match_problem(problem)]
+    except Exception:   # noqa: BLE001 - unmatched is what is asserted
+        return []

@@ -13,6 +13,7 @@ says what was found. In order:
 - a linear layer (or a product with a parameter) followed by elementwise ops (level 2's Gemm_X_Y) gets the matmul
   family's template and space for the GEMM and one generated elementwise kernel for the bias and the epilogue;
 - max or average pooling over the last 1-3 dims gets the generated pooling family (evaluators/pooling.py);
+- a cumsum or cumprod along one dim (a mask multiply, flips, the exclusive form) gets the scan family (cumulative.py);
 - anything else raises `Unmatched`, one line naming the ops found and saying to use an LLM provider.
 The module is long because each family's matcher reads its own pattern of the traced graph; they share the adapter.
 """
@@ -520,3 +521,7 @@ _FAMILY_MATCHERS += (match_pooling,)
 from kernelsearch.evaluators.losses import match_loss  # noqa: E402 - imports Match lazily
 
 _FAMILY_MATCHERS += (match_loss,)
+
+from kernelsearch.evaluators.cumulative import match_cumulative  # noqa: E402 - imports Match lazily
+
+_FAMILY_MATCHERS += (match_cumulative,)

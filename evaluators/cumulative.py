@@ -39,6 +39,22 @@ def _combine(a, b):
 
 
 @triton.jit
+def _chunk(c, n, base, lmask, step, cols, CHUNK: tl.constexpr, REV: tl.constexpr, SHIFT: tl.constexpr):
+    # chunk c in the scan's order: its positions along n, the positions it reads (SHIFT: each position's
+    # predecessor in the scan's order) with their mask and offsets; past either end, masked
+    if REV:
+        pos = n - (c + 1) * CHUNK + cols
+    else:
+        pos = c * CHUNK + cols
+    if SHIFT:
+        src = pos + 1 if REV else pos - 1
+    else:
+        src = pos
+    rmask = lmask[:, None] & ((src >= 0) & (src < n))[None, :]
+    return pos, rmask, base[:, None] + (src * step)[None, :]
+
+
+@triton.jit
 def _scan_kernel($PARAMS, y_ptr, n_lanes, n, inner, CHUNK: tl.constexpr, ROWS: tl.constexpr, REV: tl.constexpr,
                  MIRROR: tl.constexpr, SHIFT: tl.constexpr, WIDE: tl.constexpr):
     # $WHAT
@@ -52,17 +68,9 @@ def _scan_kernel($PARAMS, y_ptr, n_lanes, n, inner, CHUNK: tl.constexpr, ROWS: t
     step = tl.cast(inner, tl.int64) if WIDE else inner
     carry = tl.full([ROWS], $IDENTITY, tl.float32)
     cols = tl.arange(0, CHUNK)
+    $PRELOAD
     for c in range(0, tl.cdiv(n, CHUNK)):
-        if REV:
-            pos = n - (c + 1) * CHUNK + cols
-        else:
-            pos = c * CHUNK + cols
-        if SHIFT:
-            src = pos + 1 if REV else pos - 1
-        else:
-            src = pos
-        rmask = lmask[:, None] & ((src >= 0) & (src < n))[None, :]
-        offs = base[:, None] + (src * step)[None, :]
+        pos, rmask, offs = _chunk(c, n, base, lmask, step, cols, CHUNK, REV, SHIFT)
         $LOADS
         $LINES
         v = tl.where(rmask, ($RESULT).to(tl.float32), $IDENTITY)
@@ -278,13 +286,21 @@ def render(g: ScanGraph, traced: Traced, p: dict) -> str:
     xs = [f"x{i}" for i in range(len(g.operands))]
     ss = [f"s{i}" for i in range(len(g.numbers))]
     combine, identity = _SCANS[g.op]
-    loads = "\n".join(f"{x} = tl.load({x}_ptr + offs, mask=rmask, other=0).to(tl.float32)" for x in xs)
+    if p["PREFETCH"]:   # chunk c + 1's loads issued before chunk c is scanned, held in the inputs' own dtypes
+        first = "\n".join(["_, rmask0, offs0 = _chunk(0, n, base, lmask, step, cols, CHUNK, REV, SHIFT)"] +
+                          [f"{x}_next = tl.load({x}_ptr + offs0, mask=rmask0, other=0)" for x in xs])
+        loads = "\n".join([f"{x} = {x}_next.to(tl.float32)" for x in xs] +
+                           ["_, rmask1, offs1 = _chunk(c + 1, n, base, lmask, step, cols, CHUNK, REV, SHIFT)"] +
+                           [f"{x}_next = tl.load({x}_ptr + offs1, mask=rmask1, other=0)" for x in xs])
+    else:
+        first = ""
+        loads = "\n".join(f"{x} = tl.load({x}_ptr + offs, mask=rmask, other=0).to(tl.float32)" for x in xs)
     per = max(1, p["ROWS"] * p["CHUNK"] // (32 * p["num_warps"]))
     out_dtype = "x0.dtype" if g.operands[0][1] == g.out_dtype else str(g.out_dtype)
     return fill("import math\n\n" + _PROLOGUE + _TEMPLATE, {
         "WHAT": f"{g.describe()}; a {p['ROWS']} x {p['CHUNK']} tile a step, {per} values a thread",
         "COMBINE": combine, "IDENTITY": identity, "PARAMS": ", ".join([f"{x}_ptr" for x in xs] + ss),
-        "LOADS": loads, "LINES": "\n".join(g.lines) or "pass", "RESULT": g.result,
+        "LOADS": loads, "PRELOAD": first, "LINES": "\n".join(g.lines) or "pass", "RESULT": g.result,
         "ARGS": ", ".join(xs + ss), "CONTIGUOUS": "\n".join(f"{x} = {x}.contiguous()" for x in xs),
         "DIM": g.dim, "OUT_DTYPE": out_dtype, "CALL": ", ".join(xs + ss), "CHUNK": p["CHUNK"], "ROWS": p["ROWS"],
         "REV": g.rev, "MIRROR": g.rev != g.flip_out, "SHIFT": g.exclusive, "num_warps": p["num_warps"],
@@ -295,9 +311,13 @@ def render(g: ScanGraph, traced: Traced, p: dict) -> str:
 
 PARAMS = {"CHUNK": [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192],
           "ROWS": [1, 2, 4, 8, 16, 32, 64, 128],
-          "num_warps": [1, 2, 4, 8, 16]}
+          "num_warps": [1, 2, 4, 8, 16],
+          "PREFETCH": [False, True]}
 
-MAX_PER_THREAD = 32   # values of the tile a thread holds (see limits: sm_90 compiles)
+# values of the tile a thread holds. sm_90 compiles at 32768-long fp32 rows (the reverse, exclusive and masked
+# scans): 32 a thread took 59-169 registers and never spilled up to 8 warps; on 16 warps (128 registers a thread)
+# 32 spilled 8-48 bytes where ROWS > 1, 16 did not
+MAX_PER_THREAD = 32
 
 
 def _lanes(g: ScanGraph) -> tuple[int, int, int]:
@@ -311,10 +331,10 @@ def _default(g: ScanGraph) -> dict:
     lanes, n, inner = _lanes(g)
     if inner == 1:   # rows of the last dim: one row a program, contiguous chunks of up to 4096
         chunk = min(max(next_pow2(n), 16), 4096)
-        return {"CHUNK": chunk, "ROWS": 1, "num_warps": max(1, min(8, chunk // 512))}
+        return {"CHUNK": chunk, "ROWS": 1, "num_warps": max(1, min(8, chunk // 512)), "PREFETCH": False}
     rows = min(max(next_pow2(inner), 1), 32)   # 32 neighbouring lanes: 128 contiguous bytes of fp32 a position
     chunk = min(max(next_pow2(n), 16), max(16, 2048 // rows))
-    return {"CHUNK": chunk, "ROWS": rows, "num_warps": 4}
+    return {"CHUNK": chunk, "ROWS": rows, "num_warps": 4, "PREFETCH": False}
 
 
 def cumulative_space(g: ScanGraph, traced: Traced) -> SearchSpace:
@@ -324,8 +344,10 @@ def cumulative_space(g: ScanGraph, traced: Traced) -> SearchSpace:
         tile = p["ROWS"] * p["CHUNK"]
         if tile < 32 * p["num_warps"]:
             return f"a {p['ROWS']} x {p['CHUNK']} tile leaves threads of {p['num_warps']} warps idle"
-        if tile // (32 * p["num_warps"]) > MAX_PER_THREAD:
-            return f"{tile // (32 * p['num_warps'])} values a thread (at most {MAX_PER_THREAD}: registers)"
+        most = MAX_PER_THREAD if p["num_warps"] <= 8 else MAX_PER_THREAD // 2   # 16 warps: 128 registers a thread
+        if tile // (32 * p["num_warps"]) > most:
+            return f"{tile // (32 * p['num_warps'])} values a thread (at most {most} on {p['num_warps']} warps: " \
+                   f"registers)"
         if p["CHUNK"] > max(16, next_pow2(n)):
             return f"CHUNK {p['CHUNK']} is past the scanned length {n}"
         if p["ROWS"] > max(1, next_pow2(lanes)):
@@ -342,6 +364,9 @@ def cumulative_space(g: ScanGraph, traced: Traced) -> SearchSpace:
                           f"{math.ceil(lanes / r)} programs.", {"ROWS": r}))
     for w in PARAMS["num_warps"]:
         moves.append(Move(f"{w} warps", f"{w} warps a program share the tile's scan.", {"num_warps": w}))
+    moves.append(Move("prefetch the next chunk", "Issue the next chunk's loads before scanning this one, so they are "
+                      "in flight during the scan and the carry (one more tile of registers).", {"PREFETCH": True}))
+    moves.append(Move("no prefetch", "Load each chunk when it is scanned.", {"PREFETCH": False}))
     return SearchSpace(params=PARAMS, default=_default(g), template=lambda p: render(g, traced, p), moves=moves,
                        tuning=["CHUNK", "num_warps"], cases=(Case("cumulative", {}, timed=True),), limits=limits)
 

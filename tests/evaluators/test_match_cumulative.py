@@ -20,8 +20,9 @@ def _scan(tmp_path, name: str, expr: str, inputs: str = _X, sizes: str = _ROWS, 
 
 
 def _points(space):
-    # the default (one chunk a row here), chunks of 64 with 4 rows a program, chunks of 16 on one warp
-    return [space.default, {"CHUNK": 64, "ROWS": 4, "num_warps": 2}, {"CHUNK": 16, "ROWS": 2, "num_warps": 1}]
+    # the default (one chunk a row here), chunks of 64 with 4 rows a program and prefetch, chunks of 32 on one warp
+    return [space.default, {"CHUNK": 64, "ROWS": 4, "num_warps": 2, "PREFETCH": True},
+            {"CHUNK": 32, "ROWS": 2, "num_warps": 1, "PREFETCH": False}]
 
 
 def _every_point(problem, space, **kw):
@@ -35,7 +36,7 @@ def test_cumsum_and_cumprod_of_the_last_dim_agree_at_several_points(tmp_path):
     cumsum = _scan(tmp_path, "cumsum", "torch.cumsum(x, dim=self.dim)")
     m = match_problem(cumsum)
     assert (m.kind, m.summary) == ("cumulative", "cumsum over dim 1 of 13x301 (x float32)")
-    assert m.space.default == {"CHUNK": 512, "ROWS": 1, "num_warps": 1}
+    assert m.space.default == {"CHUNK": 512, "ROWS": 1, "num_warps": 1, "PREFETCH": False}
     _every_point(cumsum, m.space)
     # a carry that forgets the earlier chunks fails once a row spans several chunks
     code = m.space.render(_points(m.space)[1])
@@ -94,15 +95,17 @@ def test_a_middle_dim_is_scanned_through_strides(tmp_path):
                 sizes="batch_size = 5\ninput_shape = (37, 19)\ndim = 1")
     m = match_problem(mid)
     assert (m.summary, m.space.default) == ("cumsum over dim 1 of 5x37x19 (x float32)",
-                                            {"CHUNK": 64, "ROWS": 32, "num_warps": 4})
+                                            {"CHUNK": 64, "ROWS": 32, "num_warps": 4, "PREFETCH": False})
     _every_point(mid, m.space)
 
 
 def test_infeasible_points_and_graphs_outside_the_pattern(tmp_path):
     m = match_problem(_scan(tmp_path, "cumsum", "torch.cumsum(x, dim=self.dim)"))
-    assert "past the scanned length" in m.space.infeasible({"CHUNK": 1024, "ROWS": 1, "num_warps": 4})
-    assert "idle" in m.space.infeasible({"CHUNK": 16, "ROWS": 1, "num_warps": 4})
-    assert "registers" in m.space.infeasible({"CHUNK": 512, "ROWS": 4, "num_warps": 1})
+    at = lambda chunk, rows, warps: m.space.infeasible(  # noqa: E731
+        {"CHUNK": chunk, "ROWS": rows, "num_warps": warps, "PREFETCH": False})
+    assert "past the scanned length" in at(1024, 1, 4)
+    assert "idle" in at(16, 1, 4)
+    assert "registers" in at(512, 4, 1) and "registers" in at(512, 16, 4) and not at(512, 16, 8)
     # an op after the scan, a flip along another dim, a cat that is not the exclusive form: not this family's
     for name, expr in (("after", "torch.cumsum(x, dim=self.dim) * 2"),
                        ("other_flip", "torch.cumsum(x.flip(0), dim=self.dim)"),

@@ -7,6 +7,7 @@ print time, so a rerun prints the same table; no table of its own is stored.
 """
 from __future__ import annotations
 
+import asyncio
 import glob
 import json
 import re
@@ -121,8 +122,12 @@ def read_config(path: Path) -> dict:
 
 
 def run_bench(paths: list[str], config: Path, db: Optional[Path], name: Optional[str], problems: Optional[str],
-              console: Console) -> list[Row]:
-    """Search every problem not yet finished, one after another; then print the table and fast_p."""
+              console: Console, jobs: int = 1) -> list[Row]:
+    """Search every problem not yet finished, one after another (`jobs` > 1: that many at once, sharing one pool of
+    evaluators, so the search's concurrency and the GPU's one-timing-at-a-time lease hold across problems); then
+    print the table and fast_p."""
+    if jobs < 1:
+        raise BenchError(f"--jobs {jobs}: give 1 or more problems at once")
     files = problem_files(paths, problems)
     raw = read_config(config)
     batch = name or raw.get("name") or config.stem
@@ -134,7 +139,13 @@ def run_bench(paths: list[str], config: Path, db: Optional[Path], name: Optional
                                       base_dir=config.parent)
         except ConfigError as err:
             raise BenchError(f"{err} (for {f.name})") from None
-    console.print(f"batch {batch}: {len(files)} problems into {store}, one after another", markup=False)
+    how = "one after another" if jobs == 1 else f"{jobs} at once on one pool of evaluators"
+    console.print(f"batch {batch}: {len(files)} problems into {store}, {how}", markup=False)
+    if jobs > 1:
+        asyncio.run(_at_once(files, configs, batch, store, jobs, console))
+        rows = table(store, batch, files)
+        print_table(rows, console)
+        return rows
     for i, f in enumerate(files, 1):
         run_name = f"{batch}-{f.stem}"
         status = _status(store, run_name)
@@ -154,6 +165,42 @@ def run_bench(paths: list[str], config: Path, db: Optional[Path], name: Optional
     rows = table(store, batch, files)
     print_table(rows, console)
     return rows
+
+
+async def _at_once(files: list[Path], configs: dict, batch: str, store: Path, jobs: int, console: Console) -> None:
+    """`jobs` problems searched at a time in this event loop, every controller on one pool (built from the first
+    problem's config: the batch's configs differ only in problem and name). A problem's error is its row's; a
+    finished problem is not searched again, an interrupted one resumed."""
+    from kernelsearch.runner import drive_shared, pool_for, prepare_resume, prepare_run
+
+    pool = pool_for(configs[files[0]])
+    gate = asyncio.Semaphore(jobs)
+
+    async def one(i: int, f: Path) -> None:
+        run_name = f"{batch}-{f.stem}"
+        head = f"[{i}/{len(files)}] {f.stem} (run {run_name})"
+        async with gate:
+            status = _status(store, run_name)
+            if status == "finished":
+                console.print(f"{head}: finished, not searched again", markup=False)
+                return
+            try:
+                if status is None:
+                    console.print(f"{head}: starting", markup=False)
+                    engine, run_id, _, _ = prepare_run(configs[f], store, run_name, console, pool=pool)
+                    cfg = configs[f]
+                else:
+                    console.print(f"{head}: resuming ({status})", markup=False)
+                    cfg, engine, run_id = prepare_resume(run_name, store, console)
+                reason = await drive_shared(cfg, engine, run_id, pool, console, run_name)
+                console.print(f"{head}: {reason}", markup=False)
+            except (ConfigError, RunError) as err:   # this problem's; the batch goes on
+                console.print(f"{head}: not searched: {err}", markup=False)
+
+    try:
+        await asyncio.gather(*(one(i, f) for i, f in enumerate(files, 1)))
+    finally:
+        pool.close()
 
 
 def _engine(store: Path):

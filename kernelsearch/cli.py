@@ -86,13 +86,16 @@ def bench(paths: list[str] = typer.Argument(..., help="a folder of KernelBench-f
           problems: Optional[str] = typer.Option(None, help="KernelBench numbers to keep: 1-20, or 3,5-7"),
           db: Optional[Path] = typer.Option(None, help="SQLite store (default: the config's `store`)"),
           name: Optional[str] = typer.Option(None, help="the batch's name, prefix of its runs' names (default: "
-                                             "the config's `name`, or its file stem)")) -> None:
-    """Search a batch of problems into one store, one after another, then print a table and fast_p. Rerun the
-    same command to go on: finished problems are not searched again, interrupted ones are resumed."""
+                                             "the config's `name`, or its file stem)"),
+          jobs: int = typer.Option(1, help="problems searched at once, sharing one pool of evaluators (the config's "
+                                   "search.concurrency evaluations in all)")) -> None:
+    """Search a batch of problems into one store, one after another (or --jobs at once), then print a table and
+    fast_p. Rerun the same command to go on: finished problems are not searched again, interrupted ones are
+    resumed."""
     from kernelsearch.bench import BenchError, run_bench
 
     try:
-        run_bench(paths, config, db, name, problems, console)
+        run_bench(paths, config, db, name, problems, console, jobs=jobs)
     except BenchError as err:
         _fail(str(err))
     except DatabaseError as err:

@@ -88,6 +88,13 @@ def _open(db: Path):
 
 
 def start_run(cfg: Config, db: Path, name: str | None, console: Console) -> str:
+    engine, run_id, pool, name = prepare_run(cfg, db, name, console)
+    return _drive(cfg, engine, run_id, pool, console, name)
+
+
+def prepare_run(cfg: Config, db: Path, name: str | None, console: Console, pool: EvaluatorPool | None = None):
+    """A new run's row, checked and stored, ready to drive: (engine, run id, pool, name). `pool`: one to share
+    (bench's problems at once), else the config's own."""
     problem = check_problem(cfg)
     engine = _open(db)
     name = name or cfg.name or f"{Path(cfg.problem).stem}-{datetime.now():%Y%m%d-%H%M%S}"
@@ -96,7 +103,7 @@ def start_run(cfg: Config, db: Path, name: str | None, console: Console) -> str:
         with session_scope(engine) as s:
             if s.exec(select(Run).where(Run.name == name)).first():
                 raise RunError(exists)
-            pool = pool_for(cfg)
+            pool = pool or pool_for(cfg)
             run = Run(name=name, problem=cfg.problem, config_json=cfg.model_dump_json(),
                       device="cpu-interpreter" if pool.s.mode == "cpu" else "cuda")
             s.add(run)
@@ -112,7 +119,7 @@ def start_run(cfg: Config, db: Path, name: str | None, console: Console) -> str:
     if note:
         console.print(note, markup=False)
     _warn_unpriced(cfg, console)
-    return _drive(cfg, engine, run_id, pool, console, name)
+    return engine, run_id, pool, name
 
 
 def _warn_unpriced(cfg: Config, console: Console) -> None:
@@ -127,9 +134,17 @@ def _warn_unpriced(cfg: Config, console: Console) -> None:
 
 def resume_run(name: str, db: Path, console: Console, *, evaluations: int | None = None,
                wall_time_s: float | None = None, rounds: int | None = None) -> str:
-    """Continue a run. An interrupted run picks up where it stopped; a finished one continues only with a larger
-    budget (`evaluations`, `wall_time_s`, `rounds`), which is stored in the run's config. Its queued kernels are
-    evaluated first and its last round completed, as after a kill; wall time counts from the run's start."""
+    cfg, engine, run_id = prepare_resume(name, db, console, evaluations=evaluations, wall_time_s=wall_time_s,
+                                         rounds=rounds)
+    return _drive(cfg, engine, run_id, pool_for(cfg), console, name)
+
+
+def prepare_resume(name: str, db: Path, console: Console, *, evaluations: int | None = None,
+                   wall_time_s: float | None = None, rounds: int | None = None):
+    """Continue a run: (config, engine, run id), the run marked running, ready to drive. An interrupted run picks
+    up where it stopped; a finished one continues only with a larger budget (`evaluations`, `wall_time_s`,
+    `rounds`), which is stored in the run's config. Its queued kernels are evaluated first and its last round
+    completed, as after a kill; wall time counts from the run's start."""
     if not Path(db).exists():
         raise RunError(f"no store at {db}")
     engine = _open(db)
@@ -168,7 +183,7 @@ def resume_run(name: str, db: Path, console: Console, *, evaluations: int | None
     if was and lifted is None:
         console.print(f"note: it stopped for {was}, which these budgets do not lift; it may stop again at once",
                       markup=False)
-    return _drive(cfg, engine, run_id, pool_for(cfg), console, name)
+    return cfg, engine, run_id
 
 
 def _extend(s, run: Run, raw: dict, evaluations: int | None, wall_time_s: float | None,
@@ -194,6 +209,27 @@ def _extend(s, run: Run, raw: dict, evaluations: int | None, wall_time_s: float 
         raw.setdefault("search", {})["rounds"] = rounds
         done.append(f"rounds {last} -> {rounds}")
     return done
+
+
+async def drive_shared(cfg: Config, engine, run_id: int, pool: EvaluatorPool, console: Console, name: str) -> str:
+    """One run's controller on a pool other runs share (bench's problems at once, in one event loop): plain lines,
+    no live panel; the pool is its owner's to close. An interrupted run is marked so, for resume."""
+    def line(kind: str, data: dict) -> None:
+        if kind in ("round", "no_correct", "none_correct", "finished"):
+            console.print(f"{name}: {kind} {json.dumps(data, default=str)[:160]}", markup=False)
+
+    controller = Controller(cfg.search_setup(), engine, run_id, pool, events=line)
+    try:
+        return await controller.run()
+    except AuthError as err:
+        raise RunError(f"{err} (the run is kept; fix the key, then `kernelsearch resume {name}`)") from None
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        with session_scope(engine) as s:
+            run = s.get(Run, run_id)
+            if run.status == "running":
+                run.status = "interrupted"
+                s.add(run)
+        raise
 
 
 def _drive(cfg: Config, engine, run_id: int, pool: EvaluatorPool, console: Console, name: str) -> str:

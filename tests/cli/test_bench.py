@@ -215,3 +215,39 @@ def test_a_problem_the_judge_never_evaluated_is_marked_and_named_under_fast_p():
     assert "fast_0 0.333" in buf.getvalue()
     assert any(ln.startswith("1 of 3 problems not judged") and ln.rstrip().endswith("judges them again")
                and ": 2_b;" in ln for ln in lines)
+
+
+def test_bench_jobs_searches_problems_at_once_on_one_pool_with_the_same_table(tmp_path):
+    """--jobs 2: both problems' first kernels are asked for before either is answered (they run at once), and the
+    store ends as a batch one after another ends: both runs finished, two evaluations each, the same verdicts."""
+    seen = {1: threading.Event(), 2: threading.Event()}
+    overlap = []
+    n = itertools.count()
+
+    def code_for(messages):
+        user = _user(messages)
+        if "has no kernel yet" in user:
+            me = 2 if "* self.scale + 1.0" in user else 1
+            if not seen[me].is_set():
+                seen[me].set()
+                overlap.append(seen[3 - me].wait(30))   # the other problem's first call, while this one waits
+            return GOOD + f"# first {next(n)}\n"
+        return f"# variant {next(n)}\n" + _PY.findall(user)[-1]
+
+    db = tmp_path / "ks.db"
+    with LoopbackLLM(code_for=code_for) as llm:
+        cfg = _config(tmp_path, llm)
+        r = cli("bench", str(BATCH), "--config", str(cfg), "--jobs", "2", cwd=tmp_path,
+                env={"LOOP_API_KEY": "k", "COLUMNS": "200"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "batch kb1: 2 problems into" in r.stdout and "2 at once on one pool of evaluators" in r.stdout
+    assert overlap == [True, True]
+    assert _rows(db, "SELECT name, status FROM run ORDER BY name") == [("kb1-1_relu_scale", "finished"),
+                                                                      ("kb1-2_relu_scale_shift", "finished")]
+    assert _evals(db) == {"kb1-1_relu_scale": 2, "kb1-2_relu_scale_shift": 2}
+    statuses = dict(_rows(db, "SELECT r.name, group_concat(e.status) FROM evaluation e JOIN kernel k "
+                              "ON k.id = e.kernel_id JOIN run r ON r.id = k.run_id GROUP BY r.id"))
+    assert statuses == {"kb1-1_relu_scale": "ok,ok", "kb1-2_relu_scale_shift": "incorrect,incorrect"}
+    assert "fast_p over eager (2 problems): fast_0 0.500" in r.stdout
+    bad = cli("bench", str(BATCH), "--config", str(cfg), "--jobs", "0", cwd=tmp_path, env={"LOOP_API_KEY": "k"})
+    assert bad.returncode != 0 and "--jobs 0: give 1 or more problems at once" in bad.stdout + bad.stderr

@@ -66,9 +66,9 @@ def test_kernelbench_file_the_offline_provider_cannot_match_is_refused_in_one_li
     not, before any search, in one line naming the ops it found, starter or not."""
     from kernelsearch.config import parse_config
 
-    prob = tmp_path / "89_cumsum.py"
+    prob = tmp_path / "90_sort.py"
     prob.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
-                    "        return torch.cumsum(x, dim=1)\ndef get_inputs():\n    return [torch.randn(4, 9)]\n"
+                    "        return torch.sort(x, dim=1).values\ndef get_inputs():\n    return [torch.randn(4, 9)]\n"
                     "def get_init_inputs():\n    return []\n")
     for extra in ({}, {"starter": str(prob)}):
         cfg = tmp_path / "c.yaml"
@@ -77,7 +77,7 @@ def test_kernelbench_file_the_offline_provider_cannot_match_is_refused_in_one_li
         r = cli("run", str(cfg), cwd=tmp_path, timeout=120)
         assert r.returncode == 2, r.stderr
         line, = r.stderr.strip().splitlines()
-        assert "llm.provider: offline:" in line and "cumsum" in line and "use an LLM provider" in line, line
+        assert "llm.provider: offline:" in line and "sort" in line and "use an LLM provider" in line, line
     cfg = parse_config({"problem": str(prob), "llm": {"provider": "replay", "replay_file": str(prob)}})
     assert cfg.first_from_reference and cfg.search_setup().first_from_reference
     assert not parse_config({"problem": "softmax"}).first_from_reference

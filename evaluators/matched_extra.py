@@ -396,11 +396,11 @@ def _norm_kernel(x_ptr, y_ptr, stat_ptr, w_ptr, b_ptr, L, HW, G, CPG, CHUNK: tl.
     tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def row_norm(x: torch.Tensor, weight, bias) -> torch.Tensor:
+def row_norm(x: torch.Tensor, weight, bias, groups: int) -> torch.Tensor:
     # rows: one per (n, group) (instance norm: a group per channel) of C / G x H x W values
     x = x.contiguous()
     n, c = x.shape[0], x.shape[1]
-    g = $GROUPS
+    g = int(groups)
     hw = x.numel() // max(n * c, 1)
     rows, length = n * g, (c // g) * hw
     y = torch.empty_like(x)
@@ -426,11 +426,12 @@ NORM_PARAMS = {"CHUNK": [1024, 2048, 4096, 8192, 16384], "num_warps": [1, 2, 4, 
 
 
 def norm_space(groups: str, eps: float, traced, call: str, what: str) -> SearchSpace:
-    """The space of a row normalisation: rows of one (n, group) (`groups`: the host expression of G), chunks of
-    CHUNK values on num_warps warps."""
+    """The space of a row normalisation: rows of one (n, group), chunks of CHUNK values on num_warps warps. `call`
+    passes the group count as an expression read at run time (the module's num_groups; instance norm's channels),
+    never the traced number: a problem's smaller cases build the module with other counts."""
 
     def template(p: dict) -> str:
-        return fill(_NORM, {"WHAT": what, "GROUPS": groups, "EPS": repr(float(eps)), "CHUNK": p["CHUNK"],
+        return fill(_NORM, {"WHAT": what, "EPS": repr(float(eps)), "CHUNK": p["CHUNK"],
                             "num_warps": p["num_warps"]}) + _model(traced, call)
 
     def limits(p: dict, case) -> str | None:
@@ -473,8 +474,11 @@ def _group_norm(traced):
         return None
     g = int(a["group"])
     summary = f"group norm ({g} groups) of {_shape(x)}"
-    call = f"row_norm({x.name}, {self_attr(w.name)}, {self_attr(b.name)})"
-    return Match("row_norm", summary, norm_space(str(g), a["eps"], traced, call, summary))
+    weight = self_attr(w.name)
+    # the module's own group count where the weight is a GroupNorm's (self.gn.weight -> self.gn.num_groups)
+    groups = f"{weight.removesuffix('.weight')}.num_groups" if weight.endswith(".weight") else str(g)
+    call = f"row_norm({x.name}, {weight}, {self_attr(b.name)}, {groups})"
+    return Match("row_norm", summary, norm_space(groups, a["eps"], traced, call, summary))
 
 
 def _instance_norm(traced):
@@ -498,7 +502,7 @@ def _instance_norm(traced):
         return None
     summary = f"instance norm of {_shape(x)}"
     return Match("row_norm", summary, norm_space("c", a["eps"], traced,
-                                                 f"row_norm({x.name}, None, None)", summary))
+                                                 f"row_norm({x.name}, None, None, {x.name}.shape[1])", summary))
 
 
 # -- the matcher ----------------------------------------------------------------------------------------------------

@@ -162,7 +162,7 @@ def test_group_norm_and_instance_norm_get_the_chunked_row_normalisation(tmp_path
                   "[torch.randn(2, 4, 24, 40) + 3.0]", init="[4, 2]")
     m = match_problem(gn)
     assert (m.kind, m.summary) == ("row_norm", "group norm (2 groups) of 2x4x24x40 float32")
-    assert "return row_norm(x, self.gn.weight, self.gn.bias)" in m.space.render(m.space.default)
+    assert "return row_norm(x, self.gn.weight, self.gn.bias, self.gn.num_groups)" in m.space.render(m.space.default)
     # rows of 2 x 960 values: one chunk at the default, two of 1024 (the second partial) at the other point
     for p in (m.space.default, {"CHUNK": 1024, "num_warps": 1}):
         _agrees(gn, m.space.render(p), perturb=True)
@@ -170,6 +170,26 @@ def test_group_norm_and_instance_norm_get_the_chunked_row_normalisation(tmp_path
     with pytest.raises(AssertionError):   # the chunks' means must enter the variance (Chan's merge)
         _agrees(gn, code.replace(" + tl.sum(ns * dm * dm, axis=0)", ""), perturb=True)
     assert m.space.infeasible({"CHUNK": 16384, "num_warps": 1})
+    # the group count from module-level sizes: the smaller cases build the module with other counts (KernelBench's
+    # 35_GroupNorm_ has 8 groups at its own size); the kernel reads the module's, not the traced number
+    sized = _problem(tmp_path, "gn_sized", "    def __init__(self, c, g):\n        super().__init__()\n"
+                     "        self.gn = nn.GroupNorm(num_groups=g, num_channels=c)\n"
+                     "    def forward(self, x):\n        return self.gn(x)",
+                     "[torch.rand(batch, features, h, w)]", init="[features, groups]",
+                     sizes="batch = 32\nfeatures = 64\ngroups = 8\nh = 256\nw = 256")
+    m = match_problem(sized)
+    cases = sized.cases_for("cpu")
+    assert cases and all(c.params["groups"] != 8 for c in cases), [c.params for c in cases]   # traced at 8
+    for case in cases:
+        _agrees(sized, m.space.render(m.space.default), case=case)
+    baked = m.space.render(m.space.default).replace("self.gn.num_groups)", "8)")
+    failed = 0
+    for case in cases:   # the traced count at every case: wrong, or a launch that fails, at each
+        try:
+            _agrees(sized, baked, case=case)
+        except Exception:   # noqa: BLE001 - an assertion or the interpreter's error, either is the failure wanted
+            failed += 1
+    assert failed == len(cases)
 
     inorm = _problem(tmp_path, "inorm", "    def __init__(self, c):\n        super().__init__()\n"
                      "        self.inorm = nn.InstanceNorm2d(num_features=c)\n"

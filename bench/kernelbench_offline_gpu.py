@@ -3,7 +3,7 @@ provider `offline`, a short budget a problem, and a table of what it could searc
 eager and over torch.compile, and the wall time of each problem.
 
     . bench/device_env.sh
-    python3 bench/kernelbench_offline_gpu.py kb/level1 kb/level2 --n1 20 --n2 5 --evaluations 8 --deadline 540
+    python3 bench/kernelbench_offline_gpu.py kb/level1 kb/level2 --n1 20 --n2 5 --evaluations 8 --jobs 3 --deadline 540
 
 PATH...: folders of KernelBench files (carried, never committed). For each folder the matcher (evaluators/match.py,
 a trace on the meta device, no inputs drawn) is run over every file first, in KernelBench's order: the coverage line
@@ -82,7 +82,7 @@ def _config(path: Path, args) -> None:
     }))
 
 
-def _run_batch(files: list[Path], name: str, cfg: Path, db: Path, deadline: float) -> None:
+def _run_batch(files: list[Path], name: str, cfg: Path, db: Path, deadline: float, jobs: int = 1) -> None:
     """One `kernelsearch bench` over `files` (linked into a folder of their own), stopped at `deadline`."""
     work = Path(tempfile.mkdtemp(prefix=f"kb-{name}-"))
     for f in files:
@@ -92,7 +92,7 @@ def _run_batch(files: list[Path], name: str, cfg: Path, db: Path, deadline: floa
         _say(f"{name}: no time left, not started")
         return
     cmd = [sys.executable, "-m", "kernelsearch", "bench", str(work), "--config", str(cfg), "--db", str(db),
-           "--name", name]
+           "--name", name, "--jobs", str(jobs)]
     _say("$ " + " ".join(cmd))
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     t0 = time.monotonic()
@@ -102,6 +102,11 @@ def _run_batch(files: list[Path], name: str, cfg: Path, db: Path, deadline: floa
                 _say(f"  [{time.monotonic() - t0:6.1f}s] {line.rstrip()}")
             if time.monotonic() > deadline:
                 break
+        else:   # its output ended: the batch is closing (table printed, pool closed), not cut by the deadline
+            try:
+                proc.wait(timeout=max(deadline - time.monotonic(), 1))
+            except subprocess.TimeoutExpired:
+                pass
     finally:
         if proc.poll() is None:
             _say(f"{name}: deadline reached, batch stopped (rerun with the same --db to resume)")
@@ -166,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n1", type=int, default=20, help="matched problems searched from the first folder")
     ap.add_argument("--n2", type=int, default=5, help="matched problems searched from the second folder")
     ap.add_argument("--evaluations", type=int, default=8, help="evaluations a problem")
-    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--concurrency", type=int, default=4, help="evaluations at once (all problems together)")
+    ap.add_argument("--jobs", type=int, default=3, help="problems searched at once (`bench --jobs`)")
     ap.add_argument("--deadline", type=float, default=540.0, help="seconds for the whole script")
     ap.add_argument("--db", type=Path, default=Path("runs/kb_offline.db"))
     ap.add_argument("--no-compile", action="store_true", help="do not time torch.compile of the references")
@@ -198,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         plans.append((f"kb{folder.name}", chosen, kinds, len(cov)))
     for name, chosen, _, _ in plans:
         if chosen:
-            _run_batch(chosen, name, cfg, args.db, deadline)
+            _run_batch(chosen, name, cfg, args.db, deadline, args.jobs)
     for name, chosen, kinds, total in plans:
         _table(name, chosen, kinds, args.db, total)
     _say(f"\nwall time of the script: {time.monotonic() - t_start:.0f} s (store {args.db})")

@@ -36,7 +36,7 @@ def test_cumsum_and_cumprod_of_the_last_dim_agree_at_several_points(tmp_path):
     cumsum = _scan(tmp_path, "cumsum", "torch.cumsum(x, dim=self.dim)")
     m = match_problem(cumsum)
     assert (m.kind, m.summary) == ("cumulative", "cumsum over dim 1 of 13x301 (x float32)")
-    assert m.space.default == {"CHUNK": 512, "ROWS": 1, "num_warps": 1, "PREFETCH": False}
+    assert m.space.default == {"CHUNK": 512, "ROWS": 1, "num_warps": 2, "PREFETCH": True}
     _every_point(cumsum, m.space)
     # a carry that forgets the earlier chunks fails once a row spans several chunks
     code = m.space.render(_points(m.space)[1])

@@ -337,7 +337,12 @@ def render(lg: LossGraph, traced: Traced, p: dict) -> str:
 
 
 def _limits_for(lg: LossGraph):
-    held = 1 + sum(o.kind != "one" for o in lg.pre.operands)   # the fp32 lanes of the sum, and each input's
+    return _held_limits(1 + sum(o.kind != "one" for o in lg.pre.operands))   # the sum's fp32 lanes, each input's
+
+
+def _held_limits(held: int):
+    """A space's limits for BLOCK elements a program on num_warps warps, each thread holding `held` fp32 values an
+    element (the sum's lanes and each input's)."""
 
     def limits(p: dict, case) -> str | None:
         per = p["BLOCK"] // (32 * p["num_warps"])
@@ -546,15 +551,7 @@ def row_norm_space(g: RowNormGraph, traced: Traced) -> SearchSpace:
         {"BLOCK": 4096, "num_warps": 8}
     held = 1 + sum(o.kind != "one" for o in g.pre.operands) + sum(o.kind not in ("one",) and o.expr != "r"
                                                                   for o in g.post.operands)
-
-    def limits(p: dict, case) -> str | None:
-        per = p["BLOCK"] // (32 * p["num_warps"])
-        if per < 1:
-            return f"BLOCK {p['BLOCK']} is fewer elements than {p['num_warps']} warps have threads"
-        if per * held > held_budget(p["num_warps"]):
-            return (f"{per} elements a thread x {held} (the sum and each input) is over the "
-                    f"{held_budget(p['num_warps'])} fp32 values a thread of {p['num_warps']} warps holds")
-        return None
+    limits = _held_limits(held)
 
     moves = []
     for b in ROW_PARAMS["BLOCK"]:

@@ -292,3 +292,36 @@ class JudgeMemory:
         if isinstance(err, dict) and is_out_of_memory(f"{err.get('type')}: {err.get('text')}"):
             raise HarnessFailure(f"harness out of memory: {what}: {str(err.get('text')).strip()[:200]}",
                                  str(err.get("tb") or "")[:4000] or None, stage=stage)
+
+
+# -- what an evaluation holds on its GPU, for the pool's admission (sandbox/pool.py MemoryGate) ---------------------
+EVAL_FIXED_BYTES = 1 << 30      # three processes' CUDA contexts and allocator slack, per evaluation
+IN_COPIES, OUT_COPIES = 3, 6    # inputs: judge, candidate, eager runner; outputs: those three, float64 reference (x2),
+#                                 and the compared chunk's temporaries
+
+
+def footprint_bytes(problem_ref: dict) -> int:
+    """An evaluation's peak GPU bytes, estimated from its timed case's inputs and outputs on the meta device (no
+    memory drawn): IN_COPIES x inputs + OUT_COPIES x outputs + EVAL_FIXED_BYTES. A problem whose inputs cannot be
+    drawn on the meta device (a family's generator) counts the fixed part only. Seen on an H100 (2026-12-05): eight
+    evaluations of KernelBench's level-1 files at their own sizes (inputs of 6-7 GiB) admitted at once ran each other
+    out of memory: 34 of 58 evaluations were harness errors and two problems ended with no kernel judged."""
+    from kernelsearch.evaluators.problem import load_problem
+
+    if "file" not in problem_ref:
+        return EVAL_FIXED_BYTES
+    try:
+        problem = load_problem(problem_ref)
+        module = problem.module   # the file's own sizes: its timed case
+        with torch.device("meta"):
+            torch.manual_seed(0)
+            init, inputs = list(module.get_init_inputs()), list(module.get_inputs())
+            in_b = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor))
+            try:
+                out = module.Model(*init)(*inputs)
+                out_b = sum(t.numel() * t.element_size() for t in flatten(out) if isinstance(t, torch.Tensor))
+            except Exception:   # noqa: BLE001 - an op the meta device cannot run: the output as large as the inputs
+                out_b = in_b
+        return IN_COPIES * in_b + OUT_COPIES * out_b + EVAL_FIXED_BYTES
+    except Exception:   # noqa: BLE001 - a problem that does not load is the evaluation's to report, not the gate's
+        return EVAL_FIXED_BYTES

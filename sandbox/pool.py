@@ -14,6 +14,7 @@ import secrets
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -31,6 +32,9 @@ from kernelsearch.sandbox.limits import apply_limits, device_nodes_open, python_
 OUTPUT_CAP = 64 * 1024
 
 
+GATE_SHARE = 0.9   # of a GPU's memory, what the evaluations admitted at once may be estimated to hold
+
+
 @dataclass
 class PoolSettings:
     """What only the pool knows (device mode, GPUs, how many at once, caches); the evaluation's own settings are
@@ -38,6 +42,7 @@ class PoolSettings:
     mode: str = "cpu"                    # cpu | cuda
     gpus: list[int] = field(default_factory=lambda: [0])
     concurrency: int = 2
+    gpu_memory_mb: float | None = None   # the GPU's memory for the admission gate (default: nvidia-smi's total)
     evaluation: EvalSettings = field(default_factory=EvalSettings)
     threads_per_worker: int = 1
     triton_cache: str | None = None      # default: Triton's own (~/.triton/cache), shared by all runners
@@ -189,12 +194,61 @@ class DeviceLease:
             self._cond.notify_all()
 
 
+class MemoryGate:
+    """One GPU's memory, admitted by estimate (evaluators.memory.footprint_bytes): an evaluation starts when its
+    estimate fits beside those running, in arrival order (a large one is not overtaken by small ones forever); one
+    larger than the whole capacity runs alone. The judge's own plan (memory.plan_case) still sizes its work to the
+    memory it measures free; the gate keeps that measurement from being taken by evaluations started after it."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = int(capacity)
+        self.used = 0
+        self._queue: list[object] = []
+        self._cond = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def hold(self, need: int):
+        need = min(int(need), self.capacity)
+        ticket = object()
+        async with self._cond:
+            self._queue.append(ticket)
+            try:
+                await self._cond.wait_for(lambda: self._queue[0] is ticket and self.used + need <= self.capacity)
+            finally:
+                self._queue.remove(ticket)
+                self._cond.notify_all()
+            self.used += need
+        try:
+            yield
+        finally:
+            async with self._cond:
+                self.used -= need
+                self._cond.notify_all()
+
+
+def gpu_memory_bytes(gpu: int) -> int | None:
+    """The GPU's total memory from nvidia-smi (the pool's process does not initialise CUDA); None if unknown."""
+    try:
+        query = ["nvidia-smi", "-i", str(gpu), "--query-gpu=memory.total", "--format=csv,noheader,nounits"]
+        out = subprocess.run(query, capture_output=True, text=True, timeout=20)
+        return int(float(out.stdout.strip().splitlines()[0]) * 2**20) if out.returncode == 0 else None
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return None
+
+
 class EvaluatorPool:
     def __init__(self, settings: PoolSettings):
         self.s = settings
         self._slots = asyncio.Semaphore(settings.concurrency)
         self._leases = {g: DeviceLease() for g in settings.gpus}   # one timing at a time per device, alone
         self._load = {g: 0 for g in settings.gpus}
+        self._gates: dict[int, MemoryGate] = {}
+        self._footprints: dict[str, int] = {}
+        if settings.mode == "cuda":
+            for g in settings.gpus:
+                total = settings.gpu_memory_mb * 2**20 if settings.gpu_memory_mb else gpu_memory_bytes(g)
+                if total:
+                    self._gates[g] = MemoryGate(int(GATE_SHARE * total))
         # (gpu, start, end) of each exclusive hold: the timings (and, on a GPU, the stability checks)
         self.lease_log: list[tuple[int, float, float]] = []
         interp = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""} if settings.mode == "cpu" else {}
@@ -224,9 +278,23 @@ class EvaluatorPool:
             gpu = self._pick_gpu()
             self._load[gpu] += 1
             try:
-                return await self._run(source, problem_ref, gpu)
+                gate = self._gates.get(gpu)
+                if gate is None:
+                    return await self._run(source, problem_ref, gpu)
+                async with gate.hold(await self._footprint(problem_ref)):
+                    if may_start is not None and not may_start():
+                        return None
+                    return await self._run(source, problem_ref, gpu)
             finally:
                 self._load[gpu] -= 1
+
+    async def _footprint(self, problem_ref: dict) -> int:
+        key = json.dumps(problem_ref, sort_keys=True)
+        if key not in self._footprints:
+            from kernelsearch.evaluators.memory import footprint_bytes
+
+            self._footprints[key] = await asyncio.to_thread(footprint_bytes, problem_ref)
+        return self._footprints[key]
 
     def _candidate_uid(self) -> int | None:
         """The user a candidate's runner becomes: a fresh number per evaluation (so two candidates cannot read each

@@ -1,0 +1,68 @@
+"""The pool's GPU memory admission (sandbox/pool.py MemoryGate, evaluators/memory.py footprint_bytes): evaluations
+start only while their estimated bytes fit beside those running, in arrival order, and one larger than the whole
+device runs alone."""
+from __future__ import annotations
+
+import asyncio
+
+from kernelsearch.evaluators.memory import EVAL_FIXED_BYTES, IN_COPIES, OUT_COPIES, footprint_bytes
+from kernelsearch.sandbox.pool import MemoryGate
+
+
+def test_gate_admits_by_bytes_in_order_and_runs_an_oversized_one_alone():
+    gate = MemoryGate(100)
+    log: list[tuple[str, str, int]] = []
+
+    async def job(name: str, need: int, hold_s: float):
+        async with gate.hold(need):
+            log.append(("start", name, gate.used))
+            assert gate.used <= gate.capacity
+            await asyncio.sleep(hold_s)
+        log.append(("end", name, gate.used))
+
+    async def go():
+        tasks = [asyncio.create_task(job("a", 60, 0.05))]
+        await asyncio.sleep(0.01)
+        tasks.append(asyncio.create_task(job("big", 70, 0.02)))    # does not fit beside a: waits
+        await asyncio.sleep(0.01)
+        tasks.append(asyncio.create_task(job("small", 10, 0.01)))  # would fit beside a, but big came first
+        await asyncio.sleep(0.01)
+        tasks.append(asyncio.create_task(job("huge", 500, 0.01)))  # over the capacity: alone
+        await asyncio.gather(*tasks)
+
+    asyncio.run(go())
+    starts = [name for kind, name, _ in log if kind == "start"]
+    assert starts == ["a", "big", "small", "huge"], log
+    order = [(k, n) for k, n, _ in log]
+    assert order.index(("start", "big")) > order.index(("end", "a"))
+    huge_start = order.index(("start", "huge"))
+    assert dict(((n, u) for k, n, u in log if k == "start"))["huge"] == 100   # the capacity, nothing else
+    assert order.index(("end", "big")) < huge_start and order.index(("end", "small")) < huge_start
+    assert gate.used == 0
+
+
+def test_footprint_from_the_files_own_sizes_on_the_meta_device(tmp_path):
+    prob = tmp_path / "big_relu.py"
+    prob.write_text('''import torch
+import torch.nn as nn
+
+batch_size = 4096
+dim = 393216
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.rand(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+''')
+    elements = 4096 * 393216   # 6 GiB of fp32: never drawn (the meta device)
+    assert footprint_bytes({"file": str(prob)}) == (IN_COPIES + OUT_COPIES) * 4 * elements + EVAL_FIXED_BYTES
+    assert footprint_bytes({"builtin": "softmax"}) == EVAL_FIXED_BYTES
+    assert footprint_bytes({"file": str(tmp_path / "missing.py")}) == EVAL_FIXED_BYTES

@@ -118,7 +118,9 @@ class Judge:
             raise CandidateFailure(Status.crash, f"{what}: malformed reply from the {r.name}'s process: {err}",
                                    stage=stage) from None
         if "error" in reply:
-            if header.get("op") == "inputs" or r is not self.cand:   # slots the judge sized; a reference runner
+            # slots and timed batches the judge sized (inputs, a batch's outputs, a graph's pool), or a reference
+            # runner: out of memory there is the harness's failure (seen on an H200: a priming batch's 4 GiB output)
+            if header.get("op") in ("inputs", "batch", "graph") or r is not self.cand:
                 self.mem.raise_if_out_of_memory(reply["error"], f"the {r.name}'s process {what}", stage)
             raise _failure_from(reply, what, stage)
         return reply, bufs

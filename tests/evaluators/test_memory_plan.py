@@ -237,3 +237,29 @@ def test_stability_checks_move_to_a_case_that_fits_or_are_skipped_with_a_note():
     assert "stability checks skipped" in mem.detail["memory_plan"]["notes"][1]
     assert mem.stability_case(cases, ()) is None   # a problem without stability checks: nothing to note
     assert len(mem.detail["memory_plan"]["notes"]) == 2
+
+
+def test_out_of_memory_in_what_the_judge_sized_is_the_harness_failure_and_in_a_call_the_candidate_crash():
+    """The judge's `_ask`: a candidate runner's OOM while receiving inputs, in a timed batch or in a graph capture (the
+    judge sized the slots: seen on an H200, a priming batch's 4 GiB output charged as a crash) is harness_error; the
+    same error raised inside a correctness call (the candidate's own allocations) stays its crash."""
+    from types import SimpleNamespace
+
+    from kernelsearch.evaluators.harness import Judge
+    from kernelsearch.evaluators.memory import JudgeMemory
+    from kernelsearch.evaluators.status import CandidateFailure, HarnessFailure
+
+    class Runner:
+        name = "candidate"
+
+        def request(self, header, buffers=None):
+            return {"error": {"type": "OutOfMemoryError", "text": OOM, "tb": ""}}, []
+
+    cand = Runner()
+    judge = SimpleNamespace(cand=cand, mem=JudgeMemory({}, "cuda", 64))
+    for op in ("inputs", "batch", "graph"):
+        with pytest.raises(HarnessFailure):
+            Judge._ask(judge, cand, {"op": op}, f"op {op}", "timing")
+    with pytest.raises(CandidateFailure) as err:
+        Judge._ask(judge, cand, {"op": "call", "slot": 0}, "ModelNew.forward", "correctness")
+    assert err.value.status == "crash" and not isinstance(err.value, HarnessFailure)

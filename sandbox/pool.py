@@ -14,7 +14,6 @@ import secrets
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,13 +25,11 @@ from kernelsearch.evaluators.isolation import die_with_parent, drop_privileges
 from kernelsearch.evaluators.result import EvalResult
 from kernelsearch.evaluators.settings import EvalSettings
 from kernelsearch.evaluators.status import Status
+from kernelsearch.sandbox.admission import GATE_SHARE, DeviceLease, MemoryGate, gpu_memory_bytes  # noqa: F401
 from kernelsearch.sandbox.env import scrubbed_env
 from kernelsearch.sandbox.limits import apply_limits, device_nodes_open, python_open_to_others
 
 OUTPUT_CAP = 64 * 1024
-
-
-GATE_SHARE = 0.9   # of a GPU's memory, what the evaluations admitted at once may be estimated to hold
 
 
 @dataclass
@@ -154,86 +151,6 @@ class _Zygote:
             self.sock.close()
         if self.proc is not None and self.proc.returncode is None:
             _kill_group(self.proc.pid)
-
-
-class DeviceLease:
-    """One GPU's lease: many `shared` holders (correctness checks) or one `exclusive` holder (a timing), never
-    both, so nothing else runs on a device while a candidate is timed on it. A waiting timing goes first: no new
-    shared holder is admitted while one waits, and shared holds are short (one shape case each)."""
-
-    def __init__(self) -> None:
-        self._cond = asyncio.Condition()
-        self._shared = 0
-        self._exclusive = False
-        self._waiting = 0
-
-    async def acquire(self, kind: str) -> None:
-        async with self._cond:
-            if kind == "exclusive":
-                self._waiting += 1
-                try:
-                    await self._cond.wait_for(lambda: not self._exclusive and self._shared == 0)
-                finally:
-                    self._waiting -= 1
-                self._exclusive = True
-            elif kind == "shared":
-                await self._cond.wait_for(lambda: not self._exclusive and self._waiting == 0)
-                self._shared += 1
-            else:
-                raise ValueError(f"lease kind must be shared or exclusive, not {kind!r}")
-
-    def release(self, kind: str) -> None:
-        if kind == "exclusive":
-            self._exclusive = False
-        else:
-            self._shared -= 1
-        asyncio.get_running_loop().create_task(self._notify())
-
-    async def _notify(self) -> None:
-        async with self._cond:
-            self._cond.notify_all()
-
-
-class MemoryGate:
-    """One GPU's memory, admitted by estimate (evaluators.memory.footprint_bytes): an evaluation starts when its
-    estimate fits beside those running, in arrival order (a large one is not overtaken by small ones forever); one
-    larger than the whole capacity runs alone. The judge's own plan (memory.plan_case) still sizes its work to the
-    memory it measures free; the gate keeps that measurement from being taken by evaluations started after it."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = int(capacity)
-        self.used = 0
-        self._queue: list[object] = []
-        self._cond = asyncio.Condition()
-
-    @contextlib.asynccontextmanager
-    async def hold(self, need: int):
-        need = min(int(need), self.capacity)
-        ticket = object()
-        async with self._cond:
-            self._queue.append(ticket)
-            try:
-                await self._cond.wait_for(lambda: self._queue[0] is ticket and self.used + need <= self.capacity)
-            finally:
-                self._queue.remove(ticket)
-                self._cond.notify_all()
-            self.used += need
-        try:
-            yield
-        finally:
-            async with self._cond:
-                self.used -= need
-                self._cond.notify_all()
-
-
-def gpu_memory_bytes(gpu: int) -> int | None:
-    """The GPU's total memory from nvidia-smi (the pool's process does not initialise CUDA); None if unknown."""
-    try:
-        query = ["nvidia-smi", "-i", str(gpu), "--query-gpu=memory.total", "--format=csv,noheader,nounits"]
-        out = subprocess.run(query, capture_output=True, text=True, timeout=20)
-        return int(float(out.stdout.strip().splitlines()[0]) * 2**20) if out.returncode == 0 else None
-    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
-        return None
 
 
 class EvaluatorPool:

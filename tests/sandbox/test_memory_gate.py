@@ -1,4 +1,4 @@
-"""The pool's GPU memory admission (sandbox/pool.py MemoryGate, evaluators/memory.py footprint_bytes): evaluations
+"""The pool's GPU memory admission (sandbox/admission.py MemoryGate, evaluators/memory.py footprint_bytes): evaluations
 start only while their estimated bytes fit beside those running, in arrival order, and one larger than the whole
 device runs alone."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from kernelsearch.evaluators.memory import EVAL_FIXED_BYTES, IN_COPIES, OUT_COPIES, footprint_bytes
-from kernelsearch.sandbox.pool import MemoryGate
+from kernelsearch.sandbox.admission import MemoryGate
 
 
 def test_gate_admits_by_bytes_in_order_and_runs_an_oversized_one_alone():

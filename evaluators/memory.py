@@ -294,7 +294,7 @@ class JudgeMemory:
                                  str(err.get("tb") or "")[:4000] or None, stage=stage)
 
 
-# -- what an evaluation holds on its GPU, for the pool's admission (sandbox/admission.py MemoryGate) ---------------------
+# -- what an evaluation holds on its GPU, for the pool's admission (sandbox/admission.py MemoryGate) -----------------
 EVAL_FIXED_BYTES = 1 << 30      # three processes' CUDA contexts and allocator slack, per evaluation
 IN_COPIES, OUT_COPIES = 3, 6    # inputs: judge, candidate, eager runner; outputs: those three, float64 reference (x2),
 #                                 and the compared chunk's temporaries

@@ -47,7 +47,8 @@ def test_a_model_run_whose_plan_searches_nothing_profiles_plans_and_verifies(tmp
     monkeypatch.setenv("KERNELSEARCH_MODEL_SIZE", "tiny")
     start_model_run(load_config(cfg), tmp_path / "m.db", "m0", console)
     out = console.file.getvalue()
-    assert "CPU time (labelled cpu: not GPU timings)" in out and "aten::softmax" in out
+    # the console shows the top 15 rows: softmax is near the 15th on the CPU and drops out on a slower machine
+    assert "CPU time (labelled cpu: not GPU timings)" in out and "aten::linear" in out
     assert out.index("Amdahl plan") < out.index("verifying")
     assert "not searched: the problems from here on together could speed the model up by" in out
     assert "no kernel accepted" in out
@@ -62,7 +63,7 @@ def test_a_model_run_whose_plan_searches_nothing_profiles_plans_and_verifies(tmp
     engine = open_store(db, readonly=True)
     with session_scope(engine) as s:   # the report's model page: the profile, the plan, the verify step
         page = build_model_report(s, run_named(s, "m0"))
-    assert "aten::softmax" in page and "Amdahl plan" in page and "rmsnorm-32x64-float32" in page
+    assert "aten::linear" in page and "Amdahl plan" in page and "rmsnorm-32x64-float32" in page
     assert "no kernel accepted" in page and "<svg" in page
 
 

@@ -20,7 +20,8 @@ alternate which goes first. What makes the reading honest:
 - the references, whose runners are trusted, are charged their CUDA-event time, and the wall time they took beyond
   it (socket round trip, graph launch, waking the runner, synchronize) is recorded as `overhead_ms`; the candidate is
   charged its wall time less that overhead (median over batches), at least the fixed cost of an empty batch on the
-  reference's runner and at most GRAPH_LAUNCH_CAP more.
+  reference's runner and at most GRAPH_LAUNCH_CAP more, and less its own runner's overhead (its wall time beyond the
+  events it records the same way) where that is smaller: its own word can lower its credit, never raise it.
 Per-call time is that over n, median over 3 to 6 batches (until the spread is under 2 %). What a candidate could
 still gain is a batch overhead smaller than an honest runner's, at most the fixed cost (docs/anticheat.md).
 On the CPU (Triton's interpreter) the same loop runs without graphs; its times rank kernels for the interpreter.
@@ -55,6 +56,22 @@ def spread(v: list[float]) -> float:
         return float("inf")
     med = statistics.median(v)
     return (max(v) - min(v)) / med if med > 0 else 0.0
+
+
+def batch_credit(ref_overheads: list[float], cand_overheads: list[float], fixed: float) -> tuple[float, float | None]:
+    """What a candidate's batch is credited (s), and its own runner's overhead (median; None without readings).
+
+    The reference's overhead (its wall time beyond its CUDA-event time, median over batches), at least `fixed` (an
+    empty batch's round trip) and at most GRAPH_LAUNCH_CAP more. The candidate's runner records CUDA events around its
+    batch exactly as the reference's does (the same host work on both sides); its event time is its own word, so it
+    can only lower the credit: an honest runner whose overhead is below the reference's is charged its own (on an H200
+    the reference's overhead exceeded the candidate's by 3-6 % of a batch, and the candidate read that much fast),
+    and a forged event time moves the credit between `fixed` and the reference's overhead, never beyond."""
+    charged = min(max(statistics.median(ref_overheads), fixed), fixed + GRAPH_LAUNCH_CAP)
+    if not cand_overheads:
+        return charged, None
+    own = statistics.median(cand_overheads)
+    return min(charged, max(own, fixed)), own
 
 
 def _nbytes(values) -> int:
@@ -122,6 +139,7 @@ def time_sides(j) -> dict:
             plan["fixed_ms"] = round(fixed * 1e3, 4)
     per_call: dict[str, list[float]] = {k: [] for k in sides}
     overheads: list[float] = []
+    cand_overheads: list[float] = []   # per batch: the candidate's wall time beyond its own (untrusted) event time
     side_steps: list[float] = []   # per batch: (candidate's ping + describe) - (the reference's)
     cand_walls: list[float] = []   # per batch: the candidate's batch on the judge's clock
     # The whole loop holds the device alone, one exclusive lease. (Holding it only for each batch's timed steps, the
@@ -151,6 +169,9 @@ def time_sides(j) -> dict:
                 if name == "candidate":
                     side_steps.append((pings[name] - pings["eager"]) + (t_desc - clock["eager"][1]))
                     cand_walls.append(t_batch)
+                    ev_c = events.get("candidate")
+                    if cuda and isinstance(ev_c, (int, float)) and 0.0 < ev_c / 1e3 <= t_batch:
+                        cand_overheads.append(t_batch - ev_c / 1e3)
                     per_call[name].append(max(t_batch - fixed, 0.0) * 1e3 / n)
                 elif cuda and isinstance(events.get(name), (int, float)):
                     per_call[name].append(events[name] / n)
@@ -171,7 +192,9 @@ def time_sides(j) -> dict:
         # do_bench). The reference's runner is trusted and never loaded the candidate: a candidate gains at most
         # what an honest runner pays, and never more than GRAPH_LAUNCH_CAP beyond the empty batch (work of the
         # candidate's still on the device while the reference's batch waits would otherwise be credited to it).
-        charged = min(max(statistics.median(overheads), fixed), fixed + GRAPH_LAUNCH_CAP)
+        charged, own = batch_credit(overheads, cand_overheads, fixed)
+        if own is not None:
+            plan["cand_overhead_ms"] = round(own * 1e3, 4)
         plan["charged_overhead_ms"] = round(charged * 1e3, 4)
         per_call["candidate"] = [max(w - charged, 0.0) * 1e3 / n for w in cand_walls]
     stage_s = j.detail.setdefault("stage_s", {})
@@ -216,12 +239,11 @@ def _timed_batch(j, sides: dict, b: int, n: int):
         j._ask(r, {"op": "ping"}, "a ping", "timing")
         t0 = time.perf_counter()
         pings[name] = t0 - tp
-        done, _ = j._ask(r, {"op": "batch", "slots": list(range(n)), "n": n, "events": name != "candidate"},
+        done, _ = j._ask(r, {"op": "batch", "slots": list(range(n)), "n": n, "events": True},
                          "a timed batch", "timing")
         t1 = time.perf_counter()
-        if name != "candidate":
-            events[name] = done.get("event_ms")
-        else:
+        events[name] = done.get("event_ms")   # the candidate's is its word: it can only lower its credit (above)
+        if name == "candidate":
             j._advisories(done, "a timed batch", "timing")
         reply, bufs = j._ask(r, {"op": "describe"}, "describing a timed batch", "timing")
         t2 = time.perf_counter()

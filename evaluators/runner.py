@@ -325,8 +325,9 @@ class Runner:
             self.sync()
         except BaseException as err:  # noqa: BLE001
             raise _Failure("call", err) from None
-        # events are asked of the reference's runners only: the judge trusts them there (reference code) to tell
-        # the wall clock's overhead from the device time; a candidate's would be the candidate's word
+        # events are recorded on every side, so each runner does the same host work around its batch; the judge
+        # trusts a reference's (reference code) to tell the wall clock's overhead from the device time, and lets the
+        # candidate's (its word) only lower the candidate's credit (evaluators/clock.batch_credit)
         return {"done": n, "event_ms": start.elapsed_time(end) if timed else None,
                 "guard": self.guard.changed() if self.guard else []}
 

@@ -12,6 +12,8 @@ import sys
 from typing import Callable
 
 from kernelsearch.evaluators import wire
+from kernelsearch.evaluators.isolation import describe_process, signal_processes, stray_processes
+from kernelsearch.evaluators.status import CandidateFailure, Status
 
 
 class RunnerLost(Exception):
@@ -27,6 +29,9 @@ class RunnerClient:
         self._close = close
         self._how = how_it_ended
         self.ipc: wire.IpcReader | None = None
+        self.watch_strays = False      # the candidate's: its processes outside its process group are looked for
+        self.uid: int | None = None    # the candidate's own user, where it has one
+        self.strays: set[int] = set()  # those found (stopped at once, killed at close)
 
     def request(self, header: dict, buffers: list | None = None) -> tuple[dict, list]:
         try:
@@ -41,14 +46,31 @@ class RunnerClient:
         return reply, bufs
 
     def freeze(self) -> None:
+        """Stop the runner's process group. For the candidate's, also every process of its outside the group (a
+        daemon in a session of its own, which SIGSTOP to the group would miss): stopped, kept for close, and the
+        candidate rejected (process check)."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGSTOP)
+        if not self.watch_strays:
+            return
+        found = stray_processes(self.pid, self.uid)
+        if found:
+            signal_processes(found, signal.SIGSTOP)
+            self.strays.update(found)
+            raise CandidateFailure(Status.rejected, "process check: the candidate started a process outside its "
+                                   f"runner's process group ({describe_process(found[0])}"
+                                   + (f" and {len(found) - 1} more" if len(found) > 1 else "")
+                                   + "), which freezing the runner does not stop: work there would run off the "
+                                   "judge's clock")
 
     def thaw(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGCONT)
 
     def close(self) -> None:
+        if self.watch_strays:   # found before the runner goes: a daemon it left would outlive the evaluation
+            with contextlib.suppress(Exception):
+                signal_processes(self.strays | set(stray_processes(self.pid, self.uid)), signal.SIGKILL)
         with contextlib.suppress(Exception):
             self.thaw()
             wire.send(self.sock, {"op": "exit"})

@@ -192,6 +192,8 @@ class Judge:
         self.detail.update(scan_source(self.source, self.language, allow=self.s.allow_torch))
         pin_precision()
         self.cand = self._runner("candidate")
+        self.cand.watch_strays = True   # its processes outside its group are looked for at every freeze
+        self.cand.uid = (self.candidate_user or {}).get("uid")
         reply, _ = self._ask(self.cand, {"op": "load", "role": "candidate", "path": self.candidate_path,
                                          "language": self.language}, "loading the candidate", "compile")
         self._advisories(reply, "after loading", "compile")

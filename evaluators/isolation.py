@@ -47,3 +47,73 @@ def drop_privileges(uid: int) -> None:
     os.setgroups([])
     os.setgid(uid)
     os.setuid(uid)
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> None:
+    """PR_SET_CHILD_SUBREAPER: a process this one started, whose own parent has gone (the double fork of a daemon),
+    becomes this process's child instead of init's, so the judge still finds it among the runner's descendants
+    (`stray_processes`). Called by a runner before it loads the candidate (Linux)."""
+    with contextlib.suppress(OSError, AttributeError):
+        _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def _processes(with_uid: bool) -> dict[int, tuple[int, int, int, str]]:
+    """pid -> (parent pid, process group, owner uid or -1, state) of every process this one can see (/proc)."""
+    found = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read().decode("ascii", "replace")
+            uid = os.stat(f"/proc/{name}").st_uid if with_uid else -1
+        except OSError:   # gone since the listing
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()   # the name in brackets may hold spaces and brackets
+        if len(fields) >= 3:
+            found[int(name)] = (int(fields[1]), int(fields[2]), uid, fields[0])
+    return found
+
+
+def stray_processes(runner_pid: int, uid: int | None) -> list[int]:
+    """Live processes of a candidate's that its runner's process group does not hold, so freezing the group
+    (killpg SIGSTOP) does not stop them: with a user of its own (`uid`), every process of that user; otherwise
+    the runner's descendants (a runner is a subreaper, so a double-forked daemon stays one). Such a process could
+    go on working while the judge holds the candidate frozen, or after its batch said it was done."""
+    procs = _processes(uid is not None)
+    if uid is not None:
+        mine = {p for p, (_, _, u, _) in procs.items() if u == uid}
+    else:
+        children: dict[int, list[int]] = {}
+        for p, (parent, _, _, _) in procs.items():
+            children.setdefault(parent, []).append(p)
+        mine, todo = set(), [runner_pid]
+        while todo:
+            for c in children.get(todo.pop(), []):
+                if c not in mine:
+                    mine.add(c)
+                    todo.append(c)
+    return sorted(p for p in mine if procs[p][1] != runner_pid and procs[p][3] not in ("Z", "X"))
+
+
+def describe_process(pid: int) -> str:
+    """`pid (command line)`, for a reason text."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    except OSError:
+        cmd = ""
+    return f"pid {pid}" + (f" ({cmd[:80]})" if cmd else "")
+
+
+def signal_processes(pids, sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)

@@ -385,6 +385,9 @@ def _aliases(out, inputs: list) -> list[int]:
 def serve_fd(fd: int) -> None:
     """Serve the judge on the connected socket `fd`, then leave without the interpreter's teardown (a
     candidate's atexit or __del__ changes nothing)."""
+    from kernelsearch.evaluators.isolation import become_subreaper
+
+    become_subreaper()   # before any candidate code: a daemon it double-forks stays this runner's descendant
     sock = socket.socket(fileno=fd)
     try:
         Runner(sock).serve()

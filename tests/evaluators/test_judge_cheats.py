@@ -43,6 +43,8 @@ def _pool_isolates() -> bool:
 
 # honest while it is checked, nothing once it is timed: every timed output is checked, so it is incorrect at timing
 KNOWS_TIMED = {"count_calls"}
+# a helper process in a session of its own, which freezing the runner's group would miss: rejected (process check)
+ESCAPED = {"escaped_process"}
 PROCESS = {"store_forgery"}   # judged by what it did to the store and what it read, in tests of their own
 HONEST = {"honest_names"}
 TIMING_SLACK = 1.25
@@ -134,7 +136,8 @@ def _param(names: set[str]) -> list:
 
 
 def test_every_fixture_is_covered():
-    assert {p.stem for p in JUDGE.glob("*.py")} == CORRECTNESS | FORGED | TIMING | KNOWS_TIMED | PROCESS | HONEST
+    every = CORRECTNESS | FORGED | TIMING | KNOWS_TIMED | ESCAPED | PROCESS | HONEST
+    assert {p.stem for p in JUDGE.glob("*.py")} == every
 
 
 def test_honest_starter_and_names_are_ok(results):
@@ -154,6 +157,13 @@ def test_work_skipped_once_timed_is_caught_at_timing(results, name):
     r = results[name]
     assert (_get(r, "status"), _get(r, "stage")) == ("incorrect", "timing"), (name, _get(r, "reason"))
     assert "a timed call's output" in (_get(r, "reason") or "")
+
+
+@pytest.mark.parametrize("name", _param(ESCAPED))
+def test_a_process_outside_the_runners_group_is_rejected(results, name):
+    r = results[name]
+    assert _get(r, "status") == "rejected", (name, _get(r, "status"), _get(r, "reason"))
+    assert (_get(r, "reason") or "").startswith("process check:")
 
 
 @pytest.mark.parametrize("name", _param(FORGED))

@@ -179,3 +179,37 @@ def test_a_kernel_that_hard_codes_the_shape_fails_a_derived_case(tmp_path):
             cwd=tmp_path, timeout=300)
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["status"] == "incorrect" and out["reason"].startswith("case cpu[batch_size=17,dim=1001"), out
+
+
+def test_a_module_argument_that_cannot_halve_keeps_its_own_value(tmp_path):
+    """MaxPool1d(8, padding=4): halving kernel_size to 4 with padding 4 is refused by torch (padding <= kernel / 2),
+    which left such a problem without a CPU case; the sizes get_inputs reads are halved alone then."""
+    p = load_file(_file(tmp_path, """
+batch_size = 16
+features = 32
+sequence_length = 8192
+kernel_size = 8
+padding = 4
+
+
+class Model(nn.Module):
+    def __init__(self, kernel_size, padding):
+        super().__init__()
+        self.pool = nn.MaxPool1d(kernel_size, stride=1, padding=padding)
+
+    def forward(self, x):
+        return self.pool(x)
+
+
+def get_inputs():
+    return [torch.rand(batch_size, features, sequence_length)]
+
+
+def get_init_inputs():
+    return [kernel_size, padding]
+"""))
+    cpu = [c for c in p.cases if c.cpu]
+    assert [c.name for c in cpu] == ["cpu_small", "cpu"]
+    for c in p.cases:
+        assert c.params["kernel_size"] == 8 and c.params.get("padding", 4) == 4, c
+    assert any(c.params["sequence_length"] % 2 == 1 for c in cpu)   # the input sizes are still shrunk, odd

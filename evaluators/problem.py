@@ -4,6 +4,10 @@ A problem is a reference `Model(nn.Module)` with `get_init_inputs()` and `get_in
 Python source file defining `ModelNew` with the same constructor and `forward`. A built-in family adds what
 KernelBench lacks (a `spec.py` beside its `reference.py`): several shape cases, per-dtype tolerances, FLOP and
 byte counts, a starter kernel and the offline search space.
+
+The module is long because it loads both forms behind that one contract: a family's folder, and a KernelBench
+file, whose extra shape cases are derived here from its module-level sizes (the sizes its get_inputs reads, and
+the rest of its integers where the reference still runs with them halved).
 """
 from __future__ import annotations
 

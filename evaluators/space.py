@@ -259,6 +259,9 @@ class Move:
     description: str
     changes: dict[str, Any]
     when: Callable[[dict], bool] = lambda p: True
+    # limits it to problems it changes anything for, by their shape cases (an fp32-only knob on a bf16 problem
+    # renders other text for the same behaviour: a duplicate kernel under another header)
+    for_cases: Callable[[Sequence[Case]], bool] = lambda cases: True
 
 
 @dataclass
@@ -368,8 +371,9 @@ class SearchSpace:
                    cases: Sequence[Case] | None = None) -> list[tuple[Move, dict[str, Any]]]:
         """The moves that change `params`, with where each one lands: feasible points only (at `cases`)."""
         out = []
+        problem_cases = self.cases if cases is None else cases
         for move in self.moves:
-            if not move.when(params):
+            if not move.when(params) or not move.for_cases(problem_cases):
                 continue
             new = {**params, **move.changes}
             if new != params and self.feasible(new, cases):

@@ -128,3 +128,14 @@ def test_an_fp32_problem_starts_from_3xtf32_and_ieee_is_a_move_away(tmp_path):
     assert m.space.default["fp32_precision"] == "tf32x3" and '"tf32x3" if a.dtype == torch.float32' in code
     _agrees(mm, code)
     _agrees(mm, m.space.render({**m.space.default, "variant": "tiled", "BM": 64, "BN": 64, "BK": 32}))
+
+
+def test_the_precision_moves_are_offered_to_fp32_products_only():
+    """On a 16-bit product the fp32 precision knob changes the text, not the kernel: not an idea there."""
+    for dtype in ("bfloat16", "float16"):
+        case = Case("problem", {"m": 4096, "n": 4096, "k": 4096}, dtype, timed=True)
+        titles = {m.title for m, _ in SPACE.applicable(SPACE.default_for(case), [case])}
+        assert not titles & {"fp32 by 3xTF32", "fp32 in full precision"} and len(titles) > 5
+    fp32 = Case("problem", {"m": 4096, "n": 4096, "k": 4096}, "float32", timed=True)
+    titles = {m.title for m, _ in SPACE.applicable({**SPACE.default_for(fp32), "fp32_precision": "ieee"}, [fp32])}
+    assert "fp32 by 3xTF32" in titles

@@ -442,10 +442,10 @@ def _moves() -> list[Move]:
     moves.append(Move("fp32 by 3xTF32",
                       "Multiply fp32 operands on the tensor cores as three TF32 products (hi*hi + hi*lo + lo*hi, "
                       "fp32 accumulation): nearly fp32 accuracy at several times the FMA loop's speed.",
-                      {"fp32_precision": "tf32x3"}))
+                      {"fp32_precision": "tf32x3"}, for_cases=_has_fp32))
     moves.append(Move("fp32 in full precision",
                       "Multiply fp32 operands with fp32 FMAs (input_precision ieee), exact products as eager computes "
-                      "them, on the CUDA cores.", {"fp32_precision": "ieee"}))
+                      "them, on the CUDA cores.", {"fp32_precision": "ieee"}, for_cases=_has_fp32))
     for s in PARAMS["num_stages"]:
         moves.append(Move(f"{s} pipeline stages",
                           f"Keep {s} K-steps of A and B in flight in shared memory: deeper hides more DRAM latency "
@@ -460,6 +460,11 @@ def _moves() -> list[Move]:
                           f"{n} resident programs per SM: two overlap one's epilogue with the other's main loop "
                           f"when tiles are small enough to fit twice.", {"programs_per_sm": n}, when=persistent))
     return moves   # those landing past shared memory are left out by the space's `feasible`
+
+
+def _has_fp32(cases) -> bool:
+    """The fp32 precision moves change only fp32 products: on 16-bit ones they are the seed's kernel again."""
+    return any(c.dtype == "float32" for c in cases)
 
 
 SHARED_MAX = 232448  # bytes of shared memory one program may use on an H100/H200 (227 KB)

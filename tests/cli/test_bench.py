@@ -217,6 +217,7 @@ def test_a_problem_the_judge_never_evaluated_is_marked_and_named_under_fast_p():
                and ": 2_b;" in ln for ln in lines)
 
 
+@pytest.mark.slow   # 22 s on 2 cores
 def test_bench_jobs_searches_problems_at_once_on_one_pool_with_the_same_table(tmp_path):
     """--jobs 2: both problems' first kernels are asked for before either is answered (they run at once), and the
     store ends as a batch one after another ends: both runs finished, two evaluations each, the same verdicts."""

@@ -112,6 +112,7 @@ def test_evaluation_budget_stops_the_run(tmp_path):
     assert _rows(db, "SELECT stop_reason FROM run") == [("budget_evaluations",)]
 
 
+@pytest.mark.slow   # 25 s on 2 cores; the other budgets stay in make test
 def test_wall_time_budget_stops_candidates_waiting_for_a_slot(tmp_path):
     # one slot; the first branch takes 15 s to load, so the wall budget runs out while the other two wait: they
     # are stored, not started, left queued (when the budget was checked between rounds only, all three ran)
@@ -235,6 +236,7 @@ def test_kernelbench_file_run_from_a_given_starter(tmp_path):
     assert "bigger blocks" in tree.stdout
 
 
+@pytest.mark.slow   # 40 s on 2 cores (six CLI processes); a resume of each strategy stays in make test
 def test_a_finished_run_continues_only_with_a_larger_budget(tmp_path):
     cfg = write_config(tmp_path, budgets={"evaluations": 2})
     r = cli("run", str(cfg), "--name", "short", cwd=tmp_path)

@@ -7,6 +7,8 @@ import itertools
 import re
 import sqlite3
 
+import pytest
+
 from tests.agent.loopback import LoopbackLLM
 from tests.helpers import ROOT, cli, write_config
 
@@ -78,6 +80,7 @@ def test_round_zero_is_written_from_the_reference_and_seeds_round_one(tmp_path):
     assert "First kernels from the reference" in tree.stdout and "incorrect" in tree.stdout, tree.stdout
 
 
+@pytest.mark.slow   # 21 s on 2 cores; test_all_wrong_says_so_and_stays_within_its_rounds stays in make test
 def test_no_correct_first_kernel_goes_on_and_the_next_coder_sees_the_failures(tmp_path):
     def code_for(messages):
         user = _user(messages)

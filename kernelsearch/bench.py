@@ -20,7 +20,7 @@ from rich.console import Console
 from sqlmodel import select
 
 from kernelsearch.config import ConfigError, parse_config
-from kernelsearch.runner import RunError, resume_run, start_run
+from kernelsearch.runner import RunError, announce, start_or_resume
 from kernelsearch.search.bench import P_VALUES, ProblemScore, fast_p
 from kernelsearch.store import DEFAULT_DB, Evaluation, Run, open_store, session_scope
 from kernelsearch.store.database import StoreError
@@ -150,16 +150,10 @@ def run_bench(paths: list[str], config: Path, db: Optional[Path], name: Optional
         run_name = f"{batch}-{f.stem}"
         status = _status(store, run_name)
         head = f"[{i}/{len(files)}] {f.stem} (run {run_name})"
-        if status == "finished":
-            console.print(f"{head}: finished, not searched again", markup=False)
+        if not announce(console, head, status, "not searched again"):
             continue
         try:
-            if status is None:
-                console.print(f"{head}: starting", markup=False)
-                start_run(configs[f], store, run_name, console)
-            else:
-                console.print(f"{head}: resuming ({status})", markup=False)
-                resume_run(run_name, store, console)
+            start_or_resume(configs[f], store, run_name, status, console)
         except (ConfigError, RunError) as err:   # this problem's; the batch goes on
             console.print(f"{head}: not searched: {err}", markup=False)
     rows = table(store, batch, files)
@@ -181,16 +175,13 @@ async def _at_once(files: list[Path], configs: dict, batch: str, store: Path, jo
         head = f"[{i}/{len(files)}] {f.stem} (run {run_name})"
         async with gate:
             status = _status(store, run_name)
-            if status == "finished":
-                console.print(f"{head}: finished, not searched again", markup=False)
+            if not announce(console, head, status, "not searched again"):
                 return
             try:
                 if status is None:
-                    console.print(f"{head}: starting", markup=False)
                     engine, run_id, _, _ = prepare_run(configs[f], store, run_name, console, pool=pool)
                     cfg = configs[f]
                 else:
-                    console.print(f"{head}: resuming ({status})", markup=False)
                     cfg, engine, run_id = prepare_resume(run_name, store, console)
                 reason = await drive_shared(cfg, engine, run_id, pool, console, run_name)
                 console.print(f"{head}: {reason}", markup=False)

@@ -106,7 +106,7 @@ def run_experiment(config: Path, strategies: list[str], budgets: list[int], repe
                    name: Optional[str], console: Console, nested: bool = False) -> list["Cell"]:
     """Make every run not yet finished, one after another; then print the table."""
     from kernelsearch.config import ConfigError, parse_config
-    from kernelsearch.runner import RunError, resume_run, start_run
+    from kernelsearch.runner import RunError, announce, start_or_resume
 
     if repeats < 1:
         raise ExperimentError(f"--repeats {repeats}: give at least 1")
@@ -127,16 +127,10 @@ def run_experiment(config: Path, strategies: list[str], budgets: list[int], repe
     for i, p in enumerate(runs, 1):
         status = _status(store, p.name)
         head = f"[{i}/{len(runs)}] {p.name}"
-        if status == "finished":
-            console.print(f"{head}: finished, not run again", markup=False)
+        if not announce(console, head, status, "not run again"):
             continue
         try:
-            if status is None:
-                console.print(f"{head}: starting", markup=False)
-                start_run(configs[p.name], store, p.name, console)
-            else:
-                console.print(f"{head}: resuming ({status})", markup=False)
-                resume_run(p.name, store, console)
+            start_or_resume(configs[p.name], store, p.name, status, console)
         except (ConfigError, RunError) as err:   # this run's; the experiment goes on
             console.print(f"{head}: not run: {err}", markup=False)
     cells = table(store, experiment, strategies, budgets, repeats)

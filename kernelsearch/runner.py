@@ -87,6 +87,21 @@ def _open(db: Path):
         raise RunError(str(err)) from None
 
 
+def announce(console: Console, head: str, status: str | None, again: str) -> bool:
+    """One named run of a batch or an experiment, by its stored status (None: not in the store): say whether it is
+    started, resumed or, finished, left as it is (`again`: "not searched again"); whether to drive it."""
+    if status == "finished":
+        console.print(f"{head}: finished, {again}", markup=False)
+        return False
+    console.print(f"{head}: starting" if status is None else f"{head}: resuming ({status})", markup=False)
+    return True
+
+
+def start_or_resume(cfg: Config, db: Path, name: str, status: str | None, console: Console) -> str:
+    """Start the run `name` with `cfg` where the store has none (status None), else resume the stored one."""
+    return start_run(cfg, db, name, console) if status is None else resume_run(name, db, console)
+
+
 def start_run(cfg: Config, db: Path, name: str | None, console: Console) -> str:
     engine, run_id, pool, name = prepare_run(cfg, db, name, console)
     return _drive(cfg, engine, run_id, pool, console, name)

@@ -303,13 +303,20 @@ IN_COPIES, OUT_COPIES = 3, 6    # inputs: judge, candidate, eager runner; output
 def footprint_bytes(problem_ref: dict) -> int:
     """An evaluation's peak GPU bytes, estimated from its timed case's inputs and outputs on the meta device (no
     memory drawn): IN_COPIES x inputs + OUT_COPIES x outputs + EVAL_FIXED_BYTES. A problem whose inputs cannot be
-    drawn on the meta device (a family's generator) counts the fixed part only. Seen on an H100 (2026-12-05): eight
-    evaluations of KernelBench's level-1 files at their own sizes (inputs of 6-7 GiB) admitted at once ran each other
-    out of memory: 34 of 58 evaluations were harness errors and two problems ended with no kernel judged."""
+    drawn on the meta device (a family's generator) is counted from its byte count (spec.bytes_moved at the timed
+    case: inputs and outputs, each counted OUT_COPIES times), or the fixed part only where it has none. Seen on an
+    H100 (2026-12-05): eight evaluations of KernelBench's level-1 files at their own sizes (inputs of 6-7 GiB)
+    admitted at once ran each other out of memory: 34 of 58 evaluations were harness errors and two problems ended
+    with no kernel judged."""
     from kernelsearch.evaluators.problem import load_problem
 
-    if "file" not in problem_ref:
-        return EVAL_FIXED_BYTES
+    if "file" not in problem_ref:   # a family: its generator cannot draw on the meta device, its byte count can say
+        try:
+            problem = load_problem(problem_ref)
+            moved = problem.bytes_moved(problem.timed_case) if problem.bytes_moved else 0
+            return OUT_COPIES * int(moved) + EVAL_FIXED_BYTES   # inputs and outputs counted as outputs: an upper bound
+        except Exception:   # noqa: BLE001 - as below: the evaluation reports it
+            return EVAL_FIXED_BYTES
     try:
         problem = load_problem(problem_ref)
         module = problem.module   # the file's own sizes: its timed case

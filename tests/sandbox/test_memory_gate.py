@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from kernelsearch.evaluators.memory import EVAL_FIXED_BYTES, IN_COPIES, OUT_COPIES, footprint_bytes
+from kernelsearch.evaluators.problem import load_problem
 from kernelsearch.sandbox.admission import MemoryGate
 
 
@@ -64,5 +65,9 @@ def get_init_inputs():
 ''')
     elements = 4096 * 393216   # 6 GiB of fp32: never drawn (the meta device)
     assert footprint_bytes({"file": str(prob)}) == (IN_COPIES + OUT_COPIES) * 4 * elements + EVAL_FIXED_BYTES
-    assert footprint_bytes({"builtin": "softmax"}) == EVAL_FIXED_BYTES
+    # a family, from its byte count at the timed case (softmax: 4096 x 32000 bf16 in and out, 500 MiB)
+    softmax = load_problem("softmax")
+    moved = softmax.bytes_moved(softmax.timed_case)
+    assert moved == 2 * 4096 * 32000 * 2
+    assert footprint_bytes({"builtin": "softmax"}) == OUT_COPIES * moved + EVAL_FIXED_BYTES
     assert footprint_bytes({"file": str(tmp_path / "missing.py")}) == EVAL_FIXED_BYTES

@@ -21,7 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from kernelsearch.evaluators.isolation import die_with_parent, drop_privileges, signal_processes, stray_processes
+from kernelsearch.evaluators.isolation import (
+    die_with_parent,
+    drop_capabilities,
+    drop_privileges,
+    signal_processes,
+    stray_processes,
+)
 from kernelsearch.evaluators.result import EvalResult
 from kernelsearch.evaluators.settings import EvalSettings
 from kernelsearch.evaluators.status import Status
@@ -65,11 +71,14 @@ def detect_mode(device: str) -> tuple[str, list[int]]:
     return "cpu", [0]
 
 
-def _limits(timeout_s: float, address_space_bytes: int | None, network_off: bool, uid: int | None = None):
+def _limits(timeout_s: float, address_space_bytes: int | None, network_off: bool, uid: int | None = None,
+            candidate: bool = False):
     def apply() -> None:
         apply_limits(timeout_s, address_space_bytes, network_off)
         if uid is not None:
             drop_privileges(uid)
+        elif candidate:
+            drop_capabilities()   # a candidate that keeps the pool's user keeps none of root's capabilities
     return apply
 
 
@@ -232,14 +241,14 @@ class EvaluatorPool:
 
     # -- starting processes ---------------------------------------------------------------------------------
     async def _start(self, entry: str, workdir: Path, extra: dict, limits: tuple, fds: list[int],
-                     uid: int | None = None) -> "_Proc":
+                     uid: int | None = None, candidate: bool = False) -> "_Proc":
         """Start one process of an evaluation: the judge (`entry` judge: fds are its control pipe's read end, its
         output, its result pipe and its runners' sockets) or a runner (fds: its socket and its output). Forked
         from the fork server, or a fresh interpreter when `fork_server` is off."""
         if self._zygote is not None:
             req = {"entry": entry, "cwd": str(workdir), "env": scrubbed_env(extra), "timeout_s": limits[0],
                    "address_space_bytes": limits[1], "network_off": limits[2], "undumpable": entry == "judge",
-                   "uid": uid}
+                   "uid": uid, "candidate": candidate}
             pid = await self._zygote.spawn(req, fds)
             zygote = self._zygote
             return _Proc(pid, lambda: zygote.wait(pid))
@@ -252,7 +261,7 @@ class EvaluatorPool:
             args, stdin, passed = [str(sock)], asyncio.subprocess.DEVNULL, (sock,)
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", module, *args, stdin=stdin, stdout=out, stderr=out, pass_fds=passed,
-            start_new_session=True, cwd=workdir, env=scrubbed_env(extra), preexec_fn=_limits(*limits, uid))
+            start_new_session=True, cwd=workdir, env=scrubbed_env(extra), preexec_fn=_limits(*limits, uid, candidate))
         return _Proc(proc.pid, proc.wait)
 
     def _workspace(self, source: str, gpu: int) -> tuple[Path, Path, int | None, dict, dict]:
@@ -295,7 +304,8 @@ class EvaluatorPool:
                 mine = role == "candidate"
                 try:
                     procs.append(await self._start("runner", rundir if mine else workdir, cand_env if mine else extra,
-                                                   limits, [b.fileno(), out_w], uid=uid if mine else None))
+                                                   limits, [b.fileno(), out_w], uid=uid if mine else None,
+                                                   candidate=mine))
                 finally:
                     b.close()
             request["runners"] = [{"role": r, "pid": p.pid} for r, p in zip(roles, procs)]
@@ -363,8 +373,9 @@ class EvaluatorPool:
     async def _run(self, source: str, problem_ref: dict, gpu: int) -> EvalResult:
         t0 = time.monotonic()
         workdir, rundir, uid, extra, cand_env = self._workspace(source, gpu)
+        # no seed: the judge draws its own (sandbox/worker.py), so no process but the undumpable judge ever holds it
         request = {"mode": self.s.mode, "problem": problem_ref, "candidate_path": str(rundir / "candidate.py"),
-                   "seed": secrets.randbits(48), "settings": self.s.evaluation.model_dump()}
+                   "settings": self.s.evaluation.model_dump()}
         out_r, out_w = os.pipe()
         ctrl_r, ctrl_w = os.pipe()
         res_r, res_w = os.pipe()

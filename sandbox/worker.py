@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import socket
 import sys
 import traceback
@@ -74,7 +75,7 @@ def main(result_fd: int | None = None, runner_fds: list[int] | None = None) -> N
         with open(request["candidate_path"]) as f:
             source = f.read(2 << 20)
         result = evaluate(problem, source, EvalSettings(**request["settings"]), mode=request["mode"],
-                          seed=int(request["seed"]), spawn=spawn, candidate_path=request["candidate_path"],
+                          seed=secrets.randbits(48), spawn=spawn, candidate_path=request["candidate_path"],
                           lease=lease, device_name=device_name, candidate_user=request.get("candidate_user"))
         payload = json.loads(result.to_json())
     except BaseException as err:  # noqa: BLE001 - a judge failure is a result too, never silence

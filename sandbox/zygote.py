@@ -45,6 +45,10 @@ def _child(req: dict, fds: list[int]) -> None:
         from kernelsearch.evaluators.isolation import drop_privileges
 
         drop_privileges(int(req["uid"]))
+    elif req.get("candidate"):
+        from kernelsearch.evaluators.isolation import drop_capabilities
+
+        drop_capabilities()   # a candidate that keeps the pool's user keeps none of root's capabilities
     if req.get("entry") == "runner":
         from kernelsearch.evaluators.runner import serve_fd
 

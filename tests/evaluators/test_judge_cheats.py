@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import os
 import secrets
 import shutil
 import sqlite3
@@ -34,7 +35,7 @@ CORRECTNESS = {"frames_reference", "gc_reference", "code_swap", "torch_function_
 # the attack writes or raises a verdict of its own: rejected, incorrect, or the crash of the process it broke
 FORGED = {"forged_result", "forged_exception"}
 # the work is honest, the clock or the reference's time is attacked: not ok, or no faster than the honest starter
-TIMING = {"frames_clock", "rebind_clock", "slow_reference", "replay", "seed"}
+TIMING = {"frames_clock", "rebind_clock", "slow_reference", "replay", "seed", "proc_mem_seed"}
 def _pool_isolates() -> bool:
     from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings
 
@@ -57,6 +58,11 @@ TIMING_SLACK = 1.25
 PASSES_TODAY = set() if _pool_isolates() else {"store_forgery"}
 XFAIL = pytest.mark.xfail(reason="the candidate's process can open the run's store and its neighbours' files (same "
                           "user: this pool cannot give runners a user of their own); issue 18", strict=True)
+# the store is found through the ancestors' open files and working directories (/proc/PID/fd, cwd), which a runner
+# that keeps a root pool's user can no longer read: it drops every capability (evaluators/isolation.py), and the
+# kernel lets a process read those of another only if it holds every capability the other holds. A non-root pool's
+# runner still reads its ancestors' (same user, dumpable)
+STORE_FOUND_TODAY = PASSES_TODAY if os.geteuid() != 0 else set()
 
 
 def _pool() -> EvaluatorPool:
@@ -198,7 +204,8 @@ def test_timing_attack_gains_nothing(results, name):
     assert why is None, (name, why)
 
 
-@pytest.mark.parametrize("name", _param({"store_forgery"}))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=XFAIL) if n in STORE_FOUND_TODAY else n
+                                  for n in ["store_forgery"]])
 def test_candidate_cannot_write_its_verdict_into_the_store(results, planted, name):
     assert _get(results[name], "status") is not None   # it was evaluated
     con = sqlite3.connect(planted["path"])

@@ -80,7 +80,8 @@ STATIC_FIXTURES = {
     "reference_does_work": "torch-compute check",
 }
 # cheats the scan cannot see (they use only what honest code uses: their defence is the judge's process boundary)
-RUN_TIME_FIXTURES = {"forged_result", "forged_exception", "replay", "count_calls", "store_forgery", "escaped_process"}
+RUN_TIME_FIXTURES = {"forged_result", "forged_exception", "replay", "count_calls", "store_forgery", "escaped_process",
+                     "proc_mem_seed"}
 
 
 def test_every_judge_fixture_is_classified():

@@ -39,6 +39,32 @@ def test_candidate_sees_no_secret_and_output_is_captured(monkeypatch):
     assert "/ks-worker-" in out   # a fresh working directory
 
 
+def test_a_candidate_that_keeps_the_pools_user_keeps_no_capability_and_the_seed_is_not_in_its_request():
+    """Where the runner keeps a root pool's user, root's capabilities would let it read any process's memory (the
+    judge's seed: tests/fixtures/cheats/judge/proc_mem_seed.py); it drops them all. The request the pool writes for
+    the judge carries no seed: the judge draws it, so the pool's own memory never holds it."""
+    pool = EvaluatorPool(PoolSettings(mode="cpu", concurrency=1, evaluation=EvalSettings(trials=1)))
+    code = starter_with("print('CAPS', open('/proc/self/status').read().split('CapEff:')[1].split()[0])")
+    sent = []
+    real_write = os.write
+
+    def spy(fd, data):
+        sent.append(bytes(data))
+        return real_write(fd, data)
+
+    os.write = spy
+    try:
+        r = asyncio.run(pool.evaluate(code, {"builtin": "softmax"}))
+    finally:
+        os.write = real_write
+    assert r.status == "ok", r
+    requests = [b for b in sent if b.startswith(b'{"mode"')]
+    assert requests and all(b'"seed"' not in b for b in requests)
+    caps = r.detail["output"].split("CAPS ")[1].split()[0]
+    if os.geteuid() == 0 and r.detail["candidate_user"] is None:
+        assert int(caps, 16) == 0, f"the candidate's runner kept root's capabilities: {caps}"
+
+
 def test_output_is_capped():
     r = _run(starter_with("print('x' * 100000)"))
     out = r.detail["output"]

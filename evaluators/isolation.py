@@ -153,3 +153,9 @@ def capabilities() -> int:
             if line.startswith("CapEff:"):
                 return int(line.split()[1], 16)
     return 0
+
+
+def kill_strays(runner_pid: int, uid: int | None) -> None:
+    """SIGKILL to the candidate's processes outside its runner's group (`stray_processes`); best effort."""
+    with contextlib.suppress(Exception):
+        signal_processes(stray_processes(runner_pid, uid), signal.SIGKILL)

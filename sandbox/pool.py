@@ -21,13 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from kernelsearch.evaluators.isolation import (
-    die_with_parent,
-    drop_capabilities,
-    drop_privileges,
-    signal_processes,
-    stray_processes,
-)
+from kernelsearch.evaluators.isolation import die_with_parent, drop_capabilities, drop_privileges, kill_strays
 from kernelsearch.evaluators.result import EvalResult
 from kernelsearch.evaluators.settings import EvalSettings
 from kernelsearch.evaluators.status import Status
@@ -409,13 +403,11 @@ class EvaluatorPool:
         finally:
             # the candidate's processes outside its runner's group first (a daemon in a session of its own, which
             # killing the group misses), found while the runner, their subreaper, still holds them; by user too
-            with contextlib.suppress(Exception):
-                signal_processes(stray_processes(procs[0].pid, uid), signal.SIGKILL)
+            kill_strays(procs[0].pid, uid)
             for p in procs:
                 _kill_group(p.pid)
             if uid is not None:
-                with contextlib.suppress(Exception):
-                    signal_processes(stray_processes(procs[0].pid, uid), signal.SIGKILL)
+                kill_strays(procs[0].pid, uid)
             os.close(ctrl_w)
         rc = await exits[-1]
         _, late = await asyncio.wait(exits[:-1], timeout=5)

@@ -525,3 +525,7 @@ _FAMILY_MATCHERS += (match_loss,)
 from kernelsearch.evaluators.cumulative import match_cumulative  # noqa: E402 - imports Match lazily
 
 _FAMILY_MATCHERS += (match_cumulative,)
+
+from kernelsearch.evaluators.matched_triangular import match_triangular  # noqa: E402 - imports Match lazily
+
+_FAMILY_MATCHERS += (match_triangular,)

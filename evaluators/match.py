@@ -526,6 +526,6 @@ from kernelsearch.evaluators.cumulative import match_cumulative  # noqa: E402 - 
 
 _FAMILY_MATCHERS += (match_cumulative,)
 
-from kernelsearch.evaluators.matched_triangular import match_triangular  # noqa: E402 - imports Match lazily
+from kernelsearch.evaluators.matched_products import match_flattened_product, match_triangular  # noqa: E402
 
-_FAMILY_MATCHERS += (match_triangular,)
+_FAMILY_MATCHERS += (match_triangular, match_flattened_product)

@@ -47,6 +47,7 @@ class Traced:
     init_source: str | None = None    # the reference Model's __init__, made a candidate's (see candidate_init)
     by_node: dict = field(default_factory=dict)
     reference_source: str | None = None   # the reference file's text (a matcher may read its constructor's calls)
+    problem: Any = None                   # the Problem traced (a matcher may run its reference at a small case)
 
     def input_of(self, node) -> Input | None:
         return self.by_node.get(node)
@@ -142,6 +143,7 @@ def trace_problem(problem: Problem) -> Traced:
     traced = Traced(gm.graph, inputs, ops, outs[0], fwd, candidate_init(problem.reference_source))
     traced.by_node = {i.node: i for i in inputs}
     traced.reference_source = problem.reference_source
+    traced.problem = problem
     return traced
 
 

@@ -1,4 +1,4 @@
-"""evaluators/matched_triangular.py: triu / tril of a matrix product (KernelBench 14 and 15 in kind), matched from
+"""evaluators/matched_products.py: triu / tril of a matrix product (KernelBench 14 and 15 in kind), matched from
 KernelBench-format problems written here: the matmul family's product and a generated masking kernel agree with
 the reference on the interpreter, through the judge too; a kernel that keeps the wrong triangle fails; a graph just
 outside the pattern is not matched as one."""
@@ -58,3 +58,29 @@ def test_the_offline_first_kernel_is_ok_through_the_judge(tmp_path):
                  mode="cpu", seed=3)
     assert r.status.value == "ok", (r.status, r.reason)
     assert r.detail["signed"]["run"] is True   # triangular rand inputs are one-signed: the signed case ran too
+
+
+EINSUM = "    def forward(self, A, B):\n        return torch.einsum({eq!r}, A, B)"
+
+
+def _einsum(tmp_path, name: str, eq: str, sizes: str = "b = 3\ni = 16\nj = 12\nl = 10\nk = 24"):
+    return _problem(tmp_path, name, EINSUM.format(eq=eq), "[torch.rand(b, i, j, l), torch.rand(l, k)]", sizes=sizes)
+
+
+def test_a_4d_tensor_times_a_matrix_is_the_mm_of_its_rows(tmp_path):
+    p = _einsum(tmp_path, "einsum4d", "bijl,lk->bijk")
+    m = match_problem(p)
+    assert (m.kind, m.summary) == ("matmul", "3x16x12x10 float32 times 10x24 float32 over its last dim, as an mm of "
+                                   "576 rows")
+    for point in (m.space.default, {**m.space.default, "BM": 64, "BN": 64, "num_warps": 4}):
+        _agrees(p, m.space.render(point))
+    r = evaluate(p, m.space.render(m.space.default), EvalSettings(trials=1, timing_iters=2, aot_compile=False),
+                 mode="cpu", seed=4)
+    assert r.status.value == "ok", (r.status, r.reason)
+
+
+def test_a_product_whose_layout_ops_permute_the_result_is_not_taken_for_it(tmp_path):
+    """Same shapes (i == j), other values: the check at a small case refuses what the shapes alone would accept."""
+    p = _einsum(tmp_path, "einsum_permuted", "bijl,lk->bjik", sizes="b = 3\ni = 12\nj = 12\nl = 10\nk = 24")
+    with pytest.raises(Unmatched):   # (without the check it was matched as the plain product: wrong values)
+        match_problem(p)

@@ -73,13 +73,23 @@ def _processes(with_uid: bool) -> dict[int, tuple[int, int, int, str]]:
         try:
             with open(f"/proc/{name}/stat", "rb") as f:
                 stat = f.read().decode("ascii", "replace")
-            uid = os.stat(f"/proc/{name}").st_uid if with_uid else -1
-        except OSError:   # gone since the listing
+            uid = _real_uid(name) if with_uid else -1
+        except (OSError, ValueError, IndexError):   # gone since the listing
             continue
         fields = stat[stat.rfind(")") + 2:].split()   # the name in brackets may hold spaces and brackets
         if len(fields) >= 3:
             found[int(name)] = (int(fields[1]), int(fields[2]), uid, fields[0])
     return found
+
+
+def _real_uid(pid: str) -> int:
+    """The process's real uid, from /proc/PID/status (readable for any process; /proc/PID itself is owned by root
+    once a process makes itself undumpable, so its owner would hide one)."""
+    with open(f"/proc/{pid}/status", "rb") as f:
+        for line in f:
+            if line.startswith(b"Uid:"):
+                return int(line.split()[1])
+    return -1
 
 
 def stray_processes(runner_pid: int, uid: int | None) -> list[int]:
@@ -144,15 +154,6 @@ def drop_capabilities() -> None:
         header = _CapHeader(_CAP_VERSION_3, 0)
         data = (_CapData * 2)()
         libc.capset(ctypes.byref(header), data)
-
-
-def capabilities() -> int:
-    """This process's effective capability set, as /proc/self/status shows it (0 where that cannot be read)."""
-    with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("CapEff:"):
-                return int(line.split()[1], 16)
-    return 0
 
 
 def kill_strays(runner_pid: int, uid: int | None) -> None:

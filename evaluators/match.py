@@ -529,3 +529,7 @@ _FAMILY_MATCHERS += (match_cumulative,)
 from kernelsearch.evaluators.matched_products import match_flattened_product, match_triangular  # noqa: E402
 
 _FAMILY_MATCHERS += (match_triangular, match_flattened_product)
+
+from kernelsearch.evaluators.matched_batchnorm import match_batch_norm  # noqa: E402 - imports Match lazily
+
+_FAMILY_MATCHERS += (match_batch_norm,)

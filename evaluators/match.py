@@ -14,6 +14,8 @@ says what was found. In order:
   family's template and space for the GEMM and one generated elementwise kernel for the bias and the epilogue;
 - max or average pooling over the last 1-3 dims gets the generated pooling family (evaluators/pooling.py);
 - a cumsum or cumprod along one dim (a mask multiply, flips, the exclusive form) gets the scan family (cumulative.py);
+- triu / tril of an mm, and a tensor of 3+ dims times a matrix over its last dim (an einsum), get the matmul family
+  (matched_products.py); batch norm in training mode gets a generated per-channel normalisation (matched_batchnorm.py);
 - anything else raises `Unmatched`, one line naming the ops found and saying to use an LLM provider.
 The module is long because each family's matcher reads its own pattern of the traced graph; they share the adapter.
 """

@@ -102,6 +102,7 @@ def test_sigkill_mid_round_then_resume_loses_and_redoes_nothing(tmp_path):
                      "WHERE idea_id IS NOT NULL)") == [(0,)]
 
 
+@pytest.mark.slow   # 21 s on 2 cores (a CLI run); test_strategies checks the evaluation budget exactly in make test
 def test_evaluation_budget_stops_the_run(tmp_path):
     cfg = write_config(tmp_path, search={"rounds": 5, "ideas_per_round": 2, "branches_per_idea": 2},
                        budgets={"evaluations": 4})

@@ -24,14 +24,25 @@ import triton.language as tl
 
 
 @triton.jit
-def _bn_chunk_stats_kernel(x_ptr, mean_ptr, m2_ptr, C, HW, L, n_chunks, CHUNK: tl.constexpr):
+def _bn_offsets(ch, k, C, HW, L, CHUNK: tl.constexpr, ALIGNED: tl.constexpr):
+    # where a chunk of a channel's N x HW positions lies in x; ALIGNED (CHUNK divides HW): the chunk is one
+    # contiguous run inside one image, its image found once, not by a division per element
+    p = k * CHUNK + tl.arange(0, CHUNK)
+    if ALIGNED:
+        n = (k * CHUNK) // HW
+        offs = (tl.cast(n, tl.int64) * C + ch) * HW + (k * CHUNK - n * HW) + tl.arange(0, CHUNK)
+    else:
+        n = p // HW
+        offs = (n.to(tl.int64) * C + ch) * HW + (p - n * HW)
+    return offs, p < L
+
+
+@triton.jit
+def _bn_chunk_stats_kernel(x_ptr, mean_ptr, m2_ptr, C, HW, L, n_chunks, CHUNK: tl.constexpr, ALIGNED: tl.constexpr):
     # $WHAT: one chunk of a channel's N x HW values in registers, reduced to its mean and M2
     ch = tl.program_id(0)
     k = tl.program_id(1)
-    p = k * CHUNK + tl.arange(0, CHUNK)
-    mask = p < L
-    n = p // HW
-    offs = (n.to(tl.int64) * C + ch) * HW + (p - n * HW)
+    offs, mask = _bn_offsets(ch, k, C, HW, L, CHUNK, ALIGNED)
     x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     mean = tl.sum(x, axis=0) / tl.minimum(L - k * CHUNK, CHUNK).to(tl.float32)
     d = tl.where(mask, x - mean, 0.0)
@@ -56,12 +67,10 @@ def _bn_stats_kernel(mean_ptr, m2_ptr, stat_ptr, L, n_chunks, eps, CHUNK: tl.con
 
 
 @triton.jit
-def _bn_norm_kernel(x_ptr, y_ptr, stat_ptr, w_ptr, b_ptr, C, HW, L, CHUNK: tl.constexpr, AFFINE: tl.constexpr):
+def _bn_norm_kernel(x_ptr, y_ptr, stat_ptr, w_ptr, b_ptr, C, HW, L, CHUNK: tl.constexpr, AFFINE: tl.constexpr,
+                    ALIGNED: tl.constexpr):
     ch = tl.program_id(0)
-    p = tl.program_id(1) * CHUNK + tl.arange(0, CHUNK)
-    mask = p < L
-    n = p // HW
-    offs = (n.to(tl.int64) * C + ch) * HW + (p - n * HW)
+    offs, mask = _bn_offsets(ch, tl.program_id(1), C, HW, L, CHUNK, ALIGNED)
     x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     y = (x - tl.load(stat_ptr + 2 * ch)) * tl.load(stat_ptr + 2 * ch + 1)
     if AFFINE:
@@ -85,12 +94,14 @@ def batch_norm(x: torch.Tensor, weight, bias) -> torch.Tensor:
     mean = torch.empty(c * chunks, dtype=torch.float32, device=x.device)
     m2 = torch.empty_like(mean)
     stat = torch.empty(c * 2, dtype=torch.float32, device=x.device)
-    _bn_chunk_stats_kernel[(c, chunks)](x, mean, m2, c, hw, length, chunks, CHUNK=$CHUNK, num_warps=$num_warps)
+    aligned = hw % $CHUNK == 0
+    _bn_chunk_stats_kernel[(c, chunks)](x, mean, m2, c, hw, length, chunks, CHUNK=$CHUNK, ALIGNED=aligned,
+                                        num_warps=$num_warps)
     _bn_stats_kernel[(c,)](mean, m2, stat, length, chunks, $EPS, CHUNK=$CHUNK, PARTS=parts,
                            num_warps=4 if parts >= 512 else 1)
     affine = weight is not None
     _bn_norm_kernel[(c, chunks)](x, y, stat, weight if affine else x, bias if affine else x, c, hw, length,
-                                 CHUNK=$CHUNK, AFFINE=affine, num_warps=$num_warps)
+                                 CHUNK=$CHUNK, AFFINE=affine, ALIGNED=aligned, num_warps=$num_warps)
     return y
 '''
 

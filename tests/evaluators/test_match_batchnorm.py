@@ -38,6 +38,18 @@ def test_batch_norm_2d_1d_3d_and_without_affine_agree_at_several_points(tmp_path
         _agrees(p, m.space.render(m.space.default), perturb=True)
 
 
+def test_chunks_that_divide_an_image_take_the_aligned_path_and_agree(tmp_path):
+    """32 x 32 images and chunks of 1024: each chunk one contiguous run of one image (ALIGNED), 4 images a channel."""
+    p = _bn(tmp_path, "bn_aligned", "BatchNorm2d", "batch_size, features, h, h", "batch_size = 4\nfeatures = 3\nh = 32")
+    m = match_problem(p)
+    code = m.space.render({"CHUNK": 1024, "num_warps": 4})
+    assert "aligned = hw % 1024 == 0" in code
+    _agrees(p, code, case=p.timed_case, perturb=True)
+    # the aligned offsets with the image index taken per chunk wrongly (the first image always) fail
+    with pytest.raises(AssertionError):
+        _agrees(p, code.replace("n = (k * CHUNK) // HW", "n = 0 * k"), case=p.timed_case, perturb=True)
+
+
 def test_a_wrong_variance_or_channel_fails(tmp_path):
     p = _bn(tmp_path, "bn_wrong", "BatchNorm2d", "batch_size, features, h, h", "batch_size = 8\nfeatures = 12\nh = 10")
     code = match_problem(p).space.render(match_problem(p).space.default)

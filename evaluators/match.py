@@ -16,6 +16,7 @@ says what was found. In order:
 - a cumsum or cumprod along one dim (a mask multiply, flips, the exclusive form) gets the scan family (cumulative.py);
 - triu / tril of an mm, and a tensor of 3+ dims times a matrix over its last dim (an einsum), get the matmul family
   (matched_products.py); batch norm in training mode gets a generated per-channel normalisation (matched_batchnorm.py);
+- the triplet margin loss gets generated row distances and a fixed-order mean (matched_triplet.py);
 - anything else raises `Unmatched`, one line naming the ops found and saying to use an LLM provider.
 The module is long because each family's matcher reads its own pattern of the traced graph; they share the adapter.
 """
@@ -535,3 +536,7 @@ _FAMILY_MATCHERS += (match_triangular, match_flattened_product)
 from kernelsearch.evaluators.matched_batchnorm import match_batch_norm  # noqa: E402 - imports Match lazily
 
 _FAMILY_MATCHERS += (match_batch_norm,)
+
+from kernelsearch.evaluators.matched_triplet import match_triplet  # noqa: E402 - imports Match lazily
+
+_FAMILY_MATCHERS += (match_triplet,)

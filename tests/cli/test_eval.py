@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.helpers import CRASH, ONLINE, ROOT, WRONG, cli
 
 TORCH_ONLY = '''import torch
@@ -89,6 +91,7 @@ def test_kernel_only_the_interpreter_accepts_fails_the_sm90_compile(tmp_path):
     assert "K >= 16" in out["reason"] and "_mm8" in out["reason"]
 
 
+@pytest.mark.slow   # 9 s on 2 cores; test_aot checks the same report in process
 def test_starter_reports_registers_and_spills(tmp_path):
     rc, out = _eval(tmp_path, ONLINE)
     (k,) = out["detail"]["sm90"]["kernels"]

@@ -218,6 +218,7 @@ class ModelNew(torch.nn.Module):
 '''
 
 
+@pytest.mark.slow   # 11 s on 2 cores; a KernelBench file is evaluated in make test by test_eval and test_first_kernels
 def test_kernelbench_file_run_from_a_given_starter(tmp_path):
     (tmp_path / "relu.py").write_text(RELU_PROBLEM)
     (tmp_path / "relu_start.py").write_text(RELU_KERNEL + "\n\nBLOCK_SIZE = 256\n")

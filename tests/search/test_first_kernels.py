@@ -118,6 +118,7 @@ def test_all_wrong_says_so_and_stays_within_its_rounds(tmp_path):
                                       "ON e.kernel_id = k.id ORDER BY k.id") == [(0, "incorrect"), (1, "incorrect")]
 
 
+@pytest.mark.slow   # 16 s on 2 cores; round 0 from the reference stays in make test (test_round_zero_...)
 def test_a_family_with_starter_none_starts_from_the_coder_offline(tmp_path):
     """`starter: none` on a family: round 0 is written by the coder (the offline provider writes its space's
     default, which is what starter.py holds, and a neighbour), each kernel with its coder call."""

@@ -28,7 +28,7 @@ import time
 import traceback
 from typing import Any
 
-from kernelsearch.evaluators.isolation import die_with_parent, drop_capabilities, drop_privileges, leave_network
+from kernelsearch.evaluators.isolation import confine_candidate, die_with_parent, leave_network
 
 ARCH = 90           # H200 / H100: sm_90 (ptxas target sm_90a)
 WARP = 32
@@ -334,10 +334,9 @@ def _main() -> None:
         problem = load_problem(req["problem"])
         if req.get("uid") is not None or req.get("isolate"):
             leave_network()   # first: a network namespace needs root
-        if req.get("uid") is not None:
-            drop_privileges(int(req["uid"]))   # the candidate's own user, before its code loads
-        elif req.get("isolate"):
-            drop_capabilities()   # root keeps its user here: none of its capabilities (the judge's memory, its parent)
+            # before its code loads: the candidate's own user, or, keeping root's, none of root's capabilities (the
+            # judge, its parent, holds the seed)
+            confine_candidate(None if req.get("uid") is None else int(req["uid"]))
         with contextlib.redirect_stdout(sys.stderr):   # the candidate's prints must not garble the report
             report = aot_report_inprocess(req["source"], problem, req["case"])
     except Exception as err:  # noqa: BLE001

@@ -12,7 +12,7 @@ import sys
 from typing import Callable
 
 from kernelsearch.evaluators import wire
-from kernelsearch.evaluators.isolation import describe_process, signal_processes, stray_processes
+from kernelsearch.evaluators.isolation import describe_process, kill_strays, signal_processes, stray_processes
 from kernelsearch.evaluators.status import CandidateFailure, Status
 
 
@@ -69,8 +69,7 @@ class RunnerClient:
 
     def close(self) -> None:
         if self.watch_strays:   # found before the runner goes: a daemon it left would outlive the evaluation
-            with contextlib.suppress(Exception):
-                signal_processes(self.strays | set(stray_processes(self.pid, self.uid)), signal.SIGKILL)
+            kill_strays(self.pid, self.uid, also=self.strays)
         with contextlib.suppress(Exception):
             self.thaw()
             wire.send(self.sock, {"op": "exit"})

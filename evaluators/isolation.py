@@ -156,7 +156,17 @@ def drop_capabilities() -> None:
         libc.capset(ctypes.byref(header), data)
 
 
-def kill_strays(runner_pid: int, uid: int | None) -> None:
-    """SIGKILL to the candidate's processes outside its runner's group (`stray_processes`); best effort."""
+def confine_candidate(uid: int | None) -> None:
+    """What a process that runs candidate code gives up before that code loads: its user for `uid`, a user of its
+    own (`drop_privileges`), or, keeping the pool's user, every capability (`drop_capabilities`)."""
+    if uid is not None:
+        drop_privileges(uid)
+    else:
+        drop_capabilities()
+
+
+def kill_strays(runner_pid: int, uid: int | None, also=()) -> None:
+    """SIGKILL to the candidate's processes outside its runner's group (`stray_processes`) and to `also` (those
+    found earlier); best effort."""
     with contextlib.suppress(Exception):
-        signal_processes(stray_processes(runner_pid, uid), signal.SIGKILL)
+        signal_processes(set(also) | set(stray_processes(runner_pid, uid)), signal.SIGKILL)

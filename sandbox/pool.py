@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from kernelsearch.evaluators.isolation import die_with_parent, drop_capabilities, drop_privileges, kill_strays
+from kernelsearch.evaluators.isolation import confine_candidate, die_with_parent, kill_strays
 from kernelsearch.evaluators.result import EvalResult
 from kernelsearch.evaluators.settings import EvalSettings
 from kernelsearch.evaluators.status import Status
@@ -69,10 +69,8 @@ def _limits(timeout_s: float, address_space_bytes: int | None, network_off: bool
             candidate: bool = False):
     def apply() -> None:
         apply_limits(timeout_s, address_space_bytes, network_off)
-        if uid is not None:
-            drop_privileges(uid)
-        elif candidate:
-            drop_capabilities()   # a candidate that keeps the pool's user keeps none of root's capabilities
+        if candidate:
+            confine_candidate(uid)
     return apply
 
 

@@ -41,14 +41,10 @@ def _child(req: dict, fds: list[int]) -> None:
     os.environ.clear()
     os.environ.update(req["env"])
     os.chdir(req["cwd"])
-    if req.get("uid") is not None:
-        from kernelsearch.evaluators.isolation import drop_privileges
+    if req.get("candidate"):
+        from kernelsearch.evaluators.isolation import confine_candidate
 
-        drop_privileges(int(req["uid"]))
-    elif req.get("candidate"):
-        from kernelsearch.evaluators.isolation import drop_capabilities
-
-        drop_capabilities()   # a candidate that keeps the pool's user keeps none of root's capabilities
+        confine_candidate(None if req.get("uid") is None else int(req["uid"]))
     if req.get("entry") == "runner":
         from kernelsearch.evaluators.runner import serve_fd
 

@@ -310,15 +310,11 @@ def footprint_bytes(problem_ref: dict) -> int:
     with no kernel judged."""
     from kernelsearch.evaluators.problem import load_problem
 
-    if "file" not in problem_ref:   # a family: its generator cannot draw on the meta device, its byte count can say
-        try:
-            problem = load_problem(problem_ref)
-            moved = problem.bytes_moved(problem.timed_case) if problem.bytes_moved else 0
-            return OUT_COPIES * int(moved) + EVAL_FIXED_BYTES   # inputs and outputs counted as outputs: an upper bound
-        except Exception:   # noqa: BLE001 - as below: the evaluation reports it
-            return EVAL_FIXED_BYTES
     try:
         problem = load_problem(problem_ref)
+        if "file" not in problem_ref:   # a family: its generator cannot draw on the meta device, its byte count can say
+            moved = problem.bytes_moved(problem.timed_case) if problem.bytes_moved else 0
+            return OUT_COPIES * int(moved) + EVAL_FIXED_BYTES   # inputs and outputs counted as outputs: an upper bound
         module = problem.module   # the file's own sizes: its timed case
         with torch.device("meta"):
             torch.manual_seed(0)

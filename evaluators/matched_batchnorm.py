@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import torch
 
-from kernelsearch.evaluators.matched_extra import _CASES, NORM_PARAMS, _model, _shape, _tensor
-from kernelsearch.evaluators.space import Move, SearchSpace, fill
+from kernelsearch.evaluators.matched_extra import _model, _shape, _tensor, chunked_space
+from kernelsearch.evaluators.space import SearchSpace, fill
 
 _BN = '''import torch
 import triton
@@ -113,17 +113,7 @@ def batch_norm_space(eps: float, traced, call: str, what: str) -> SearchSpace:
         return fill(_BN, {"WHAT": what, "EPS": repr(float(eps)), "CHUNK": p["CHUNK"],
                           "num_warps": p["num_warps"]}) + _model(traced, call)
 
-    def limits(p: dict, case) -> str | None:
-        per = p["CHUNK"] // (32 * p["num_warps"])
-        if not 1 <= per <= 32:
-            return f"a chunk of {p['CHUNK']} on {p['num_warps']} warps is {per} values a thread (1 to 32)"
-        return None
-
-    moves = [Move(f"chunks of {k}", f"Cut each channel's values into chunks of {k}, one program each, in both passes.",
-                  {"CHUNK": k}) for k in NORM_PARAMS["CHUNK"]]
-    moves += [Move(f"{w} warps", f"{w} warps a program.", {"num_warps": w}) for w in NORM_PARAMS["num_warps"]]
-    return SearchSpace(params=NORM_PARAMS, default={"CHUNK": 4096, "num_warps": 8}, template=template, moves=moves,
-                       tuning=["CHUNK", "num_warps"], cases=_CASES, limits=limits)
+    return chunked_space(template, "each channel's values")
 
 
 def match_batch_norm(traced):

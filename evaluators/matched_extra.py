@@ -434,13 +434,20 @@ def norm_space(groups: str, eps: float, traced, call: str, what: str) -> SearchS
         return fill(_NORM, {"WHAT": what, "EPS": repr(float(eps)), "CHUNK": p["CHUNK"],
                             "num_warps": p["num_warps"]}) + _model(traced, call)
 
+    return chunked_space(template, "each row")
+
+
+def chunked_space(template, unit: str) -> SearchSpace:
+    """The space of a normalisation in chunks (rows here, channels in matched_batchnorm.py): CHUNK values of `unit`
+    a program, on num_warps warps, 1 to 32 values a thread."""
+
     def limits(p: dict, case) -> str | None:
         per = p["CHUNK"] // (32 * p["num_warps"])
         if not 1 <= per <= 32:
             return f"a chunk of {p['CHUNK']} on {p['num_warps']} warps is {per} values a thread (1 to 32)"
         return None
 
-    moves = [Move(f"chunks of {k}", f"Cut each row into chunks of {k} values, one program each, in both passes.",
+    moves = [Move(f"chunks of {k}", f"Cut {unit} into chunks of {k} values, one program each, in both passes.",
                   {"CHUNK": k}) for k in NORM_PARAMS["CHUNK"]]
     moves += [Move(f"{w} warps", f"{w} warps a program.", {"num_warps": w}) for w in NORM_PARAMS["num_warps"]]
     # 4096 values a chunk on 8 warps: 16 a thread; KernelBench's rows (262144, 2M values) make 64 to 512 chunks

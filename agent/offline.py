@@ -2,10 +2,10 @@
 
 It answers through the same text contract as an LLM (ideas as JSON, code in a ```python block), so the
 parsing and recording paths are the ones a real provider uses. It reads the structured task from
-`ChatRequest.hints` instead of the prose: the family's search space (evaluators/families/<name>/space.py)
+`ChatRequest.hints` instead of the prose: the family's search space (families/<name>/space.py)
 gives the ideas (moves with their text) and the code (the template rendered at the idea's parameters). A problem
 that is not a family (a KernelBench file) is searched in the space its traced reference matches
-(evaluators/match.py), or refused in one line naming the ops found.
+(generators/match.py), or refused in one line naming the ops found.
 Deterministic for a given config seed, so a resumed run makes the choices it would have made.
 
 What it reads from the hints, besides the prompt's own task (problem, seeds, idea, branch): `seen_codes`, every
@@ -17,7 +17,7 @@ an ancestor of another variant. The codes are code, as any provider could be giv
 search space is worked out here.
 
 No idea and no branch lands on a point the space's feasibility model refuses at some shape case of the problem
-(evaluators/space.py: registers, shared memory, a launcher's refusal on an H200).
+(families/space.py: registers, shared memory, a launcher's refusal on an H200).
 """
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ import random
 
 from kernelsearch.agent.base import ChatReply, ChatRequest
 from kernelsearch.agent.errors import ProviderError
-from kernelsearch.evaluators.match import Unmatched, match_problem
-from kernelsearch.evaluators.problem import load_problem
-from kernelsearch.evaluators.space import HEADER
+from kernelsearch.families import load_problem
+from kernelsearch.families.space import HEADER
+from kernelsearch.generators.match import Unmatched, match_problem
 
 
 def _idea_key(title: str, text: str) -> str:
@@ -60,7 +60,7 @@ class OfflineProvider:
 
     def _space(self, problem_ref):
         """The search space and the problem's shape cases: every point proposed is feasible at each. A family's own
-        space; for a problem that is not a family, the one its reference's graph matches (evaluators/match.py: the
+        space; for a problem that is not a family, the one its reference's graph matches (generators/match.py: the
         generated pointwise family, or a family's template around the problem's ModelNew), found once per problem."""
         key = json.dumps(problem_ref, sort_keys=True)
         if key not in self._matched:

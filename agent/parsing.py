@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass
 
 from kernelsearch.agent.errors import ReplyError
-from kernelsearch.evaluators.static import check_size
-from kernelsearch.evaluators.status import CandidateFailure
+from kernelsearch.judge.static import check_size
+from kernelsearch.judge.status import CandidateFailure
 
 # A fence opens with ``` (or more backticks) and an optional info string; it closes with the same backticks
 # alone on a line. Languages accepted as Python: python, py, python3.

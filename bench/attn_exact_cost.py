@@ -15,7 +15,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_families as bf  # noqa: E402
 
-from kernelsearch.evaluators.problem import load_family  # noqa: E402
+from kernelsearch.families import load_family  # noqa: E402
 
 EXACT = ("        m_new = tl.maximum(m_i, tl.max(qk, axis=1))\n"
          "        p = tl.math.exp2((qk - m_new[:, None]) * qk_scale)\n"

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import torch
 
-from kernelsearch.evaluators.problem import Case, Problem, family_names, load_family, load_source_module
+from kernelsearch.families import load_family
+from kernelsearch.judge.problem import Case, Problem, family_names, load_source_module
 
 COPY_BW = 4.2e12                                  # bytes/s, read + write counted
 MMA_PEAK = {"bfloat16": 690e12, "float16": 690e12, "float32": 67e12}  # flop/s
@@ -81,7 +82,7 @@ def time_ms(fn, iters: int, warmup: int) -> float:
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     # a 0.2 ms sleep kernel per call keeps the GPU behind the host, so no call's events include launch latency
     # (without it, rmsnorm-sized kernels read up to 2x slow: the harness's timing.py says how this was seen)
-    from kernelsearch.evaluators.timing import sleep_rate
+    from kernelsearch.judge.timing import sleep_rate
 
     cycles = int(0.2 * sleep_rate())
     for s, e in zip(starts, ends):

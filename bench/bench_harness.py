@@ -37,9 +37,9 @@ def _candidates(family: str, n: int, seed: int = 0) -> list[tuple[str, str]]:
     """(label, source): the starter first, then distinct variants from the family's search space."""
     import importlib
 
-    from kernelsearch.evaluators.problem import load_problem
+    from kernelsearch.families import load_problem
 
-    space = importlib.import_module(f"kernelsearch.evaluators.families.{family}").SPACE
+    space = importlib.import_module(f"kernelsearch.families.{family}").SPACE
     cases = load_problem(family).cases
     rng = random.Random(seed)
     params = [dict(space.default)]
@@ -54,7 +54,7 @@ def _candidates(family: str, n: int, seed: int = 0) -> list[tuple[str, str]]:
                 _say(f"  [{family}] variant {p} rejected by SPACE.validate: {err}")
                 continue
             why = space.refusal(space.render(p), cases)
-            if why is not None:   # the controller refuses it before the pool (evaluators/feasibility.py): no evaluation
+            if why is not None:   # the controller refuses it before the pool (families/feasibility.py): no evaluation
                 _say(f"  [{family}] variant {p} not evaluated, infeasible: {why}")
                 continue
             if p not in params and len(params) < n:
@@ -118,7 +118,8 @@ def _do_bench(family: str, source: str) -> float:
     import torch
     import triton.testing
 
-    from kernelsearch.evaluators.problem import load_problem, load_source_module
+    from kernelsearch.families import load_problem
+    from kernelsearch.judge.problem import load_source_module
 
     problem = load_problem(family)
     case = problem.timed_case
@@ -156,7 +157,7 @@ def main() -> int:
     timer.daemon = True
     timer.start()
 
-    from kernelsearch.evaluators.settings import EvalSettings
+    from kernelsearch.judge.settings import EvalSettings
     from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings
 
     mode = "cpu" if args.dry_run else "cuda"

@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_families as bf  # noqa: E402
 
 from kernelsearch.config import parse_config  # noqa: E402
-from kernelsearch.evaluators.problem import family_names, load_family  # noqa: E402
+from kernelsearch.families import load_family  # noqa: E402
+from kernelsearch.judge.problem import family_names  # noqa: E402
 from kernelsearch.runner import start_run  # noqa: E402
 from kernelsearch.store import Evaluation, Kernel, Run, open_store, session_scope  # noqa: E402
 

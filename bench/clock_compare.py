@@ -20,8 +20,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_families as bf  # noqa: E402
 
-from kernelsearch.evaluators.problem import load_family  # noqa: E402
-from kernelsearch.evaluators.timing import time_interleaved  # noqa: E402
+from kernelsearch.families import load_family  # noqa: E402
+from kernelsearch.judge.timing import time_interleaved  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

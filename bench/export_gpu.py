@@ -12,7 +12,7 @@ For each family named (default: softmax rmsnorm), its starter is
 4. timed in this process beside that ModelNew and the eager reference, on the same input sets, by one method for
    all: on a GPU the judge's (n distinct input sets, n as the judge picks it, captured back to back into one CUDA
    graph per side; CUDA events around each replay, the L2 flushed before it; sides alternating which goes first;
-   median per call), then evaluators/timing.time_interleaved (events around each call, L2 flushed, inputs
+   median per call), then judge/timing.time_interleaved (events around each call, L2 flushed, inputs
    rotated, interleaved call by call) as a second reading. On the CPU (Triton's interpreter, the problem's
    small CPU case) the host clock of time_interleaved.
 
@@ -54,7 +54,7 @@ def _say(*a) -> None:
 # -- 1. the evaluation ------------------------------------------------------------------------------------------
 
 def evaluate(family: str, source: str, mode: str):
-    from kernelsearch.evaluators.settings import EvalSettings
+    from kernelsearch.judge.settings import EvalSettings
     from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings
 
     pool = EvaluatorPool(PoolSettings(mode=mode, gpus=[0], concurrency=1,
@@ -114,7 +114,7 @@ def sides_of(problem, case, source: str, exported, op: str, device: str, workdir
     the reference model. As the judge builds them: the reference under a seed, its weights (state_dict) loaded into
     the candidate's layer (here also into the layer the exported function made on its first call), every layer on
     the device and, for a family, in the case's dtype."""
-    from kernelsearch.evaluators.problem import DTYPES, load_source_module
+    from kernelsearch.judge.problem import DTYPES, load_source_module
 
     path = workdir / f"candidate_{problem.name}.py"   # @triton.jit reads the kernel's source back from its file
     path.write_text(source)
@@ -150,8 +150,8 @@ def sides_of(problem, case, source: str, exported, op: str, device: str, workdir
 def check_outputs(sides: dict, ref, problem, case, device: str) -> str:
     """The exported function's output against the candidate's (bit for bit) and the reference's (the judge's
     comparison and tolerances) on fresh inputs."""
-    from kernelsearch.evaluators.correctness import compare
-    from kernelsearch.evaluators.numerics import references
+    from kernelsearch.judge.correctness import compare
+    from kernelsearch.judge.numerics import references
 
     inputs = problem.build_inputs(case, 11, device)
     with torch.no_grad():
@@ -184,7 +184,7 @@ def graph_times(sides: dict, sets: list, reps: int) -> tuple[dict[str, float], d
     """The judge's method in one process: each side's n calls on the n input sets captured into one CUDA graph,
     replayed `reps` times, sides alternating; events around each replay, the L2 flushed before it. Per-call ms,
     median over the replays. A side that cannot be captured runs as an eager loop of n calls (said in `kinds`)."""
-    from kernelsearch.evaluators.timing import L2_FLUSH_BYTES
+    from kernelsearch.judge.timing import L2_FLUSH_BYTES
 
     flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
     n = len(sets)
@@ -222,7 +222,7 @@ def graph_times(sides: dict, sets: list, reps: int) -> tuple[dict[str, float], d
 
 
 def event_times(sides: dict, sets: list, device: str, iters: int) -> dict[str, float]:
-    from kernelsearch.evaluators.timing import time_interleaved
+    from kernelsearch.judge.timing import time_interleaved
 
     with torch.no_grad():
         t = time_interleaved(sides, sets, device=device, iters=iters, warmup=2, max_batches=4)
@@ -230,8 +230,8 @@ def event_times(sides: dict, sets: list, device: str, iters: int) -> dict[str, f
 
 
 def calls_per_batch(problem, case, ref, cap: int) -> int:
-    """n as the judge's clock picks it on a GPU (evaluators/clock.py): as many calls as its batch bytes hold."""
-    from kernelsearch.evaluators.clock import BATCH_BYTES, MIN_CALLS
+    """n as the judge's clock picks it on a GPU (judge/clock.py): as many calls as its batch bytes hold."""
+    from kernelsearch.judge.clock import BATCH_BYTES, MIN_CALLS
 
     probe = problem.build_inputs(case, 0, "cuda")
     with torch.no_grad():
@@ -261,14 +261,14 @@ def cpu_case(problem):
 def one(family: str, args, workdir: Path) -> list[dict]:
     import importlib
 
-    from kernelsearch.evaluators.problem import load_problem
-    from kernelsearch.evaluators.result import EvalResult
-    from kernelsearch.evaluators.status import Status
     from kernelsearch.export.layout import op_name
+    from kernelsearch.families import load_problem
+    from kernelsearch.judge.result import EvalResult
+    from kernelsearch.judge.status import Status
 
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
-    source = importlib.import_module(f"kernelsearch.evaluators.families.{family}").STARTER
+    source = importlib.import_module(f"kernelsearch.families.{family}").STARTER
     if args.dry_run:
         result = EvalResult(status=Status.ok, stage="timing", timing_kind="dry-run (not evaluated)",
                             device=torch.cuda.get_device_name() if cuda else "cpu-interpreter")
@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iters", type=int, default=30, help="calls per side and batch of time_interleaved")
     args = ap.parse_args(argv)
     if args.calls is None:
-        from kernelsearch.evaluators.settings import EvalSettings
+        from kernelsearch.judge.settings import EvalSettings
 
         args.calls = EvalSettings().timing_iters
     try:

@@ -1,12 +1,12 @@
-"""Calibrate a family's feasibility model (its space's `limits`, evaluators/space.py) against sm_90 compiles, on a
+"""Calibrate a family's feasibility model (its space's `limits`, families/space.py) against sm_90 compiles, on a
 machine without a GPU: every point given is rendered, run once per shape case with launches recorded and compiled
-for the H200 (evaluators/aot.py), and the verdict compared with the model's.
+for the H200 (judge/aot.py), and the verdict compared with the model's.
 
     python3 bench/feasibility.py rmsnorm --sample 24 --seed 0 [--cases wide-fp16,timed] [--jsonl out.jsonl]
     python3 bench/feasibility.py cross_entropy --points '[{"variant": "online", "BLOCK": 32768, "num_stages": 4}]'
     python3 bench/feasibility.py softmax --at rows=131072,cols=512,dtype=bfloat16 --cases model
 
-`family` may also be a KernelBench-format problem file: the offline matcher's space for it (evaluators/match.py, the
+`family` may also be a KernelBench-format problem file: the offline matcher's space for it (generators/match.py, the
 family's limits at the problem's shape), its own and derived cases, the matched starter among the points:
 
     python3 bench/feasibility.py tests/fixtures/problems/offline/bmm.py --cases own --points '[{"BM": 64}]'
@@ -31,8 +31,8 @@ import time
 
 os.environ.pop("TRITON_INTERPRET", None)   # compiled for sm_90, not interpreted
 
-from kernelsearch.evaluators.aot import aot_report_inprocess  # noqa: E402
-from kernelsearch.evaluators.problem import load_family, load_problem  # noqa: E402
+from kernelsearch.families import load_family, load_problem  # noqa: E402
+from kernelsearch.judge.aot import aot_report_inprocess  # noqa: E402
 
 
 def compiled_verdict(report: dict) -> tuple[bool, str]:
@@ -80,7 +80,7 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
 
     if args.family.endswith(".py"):   # a problem file: the space the offline matcher gives it
-        from kernelsearch.evaluators.match import match_problem
+        from kernelsearch.generators.match import match_problem
         problem = load_problem(args.family)
         space = match_problem(problem).space
     else:

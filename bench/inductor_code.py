@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from kernelsearch.evaluators.problem import load_family
+from kernelsearch.families import load_family
 
 
 def _launch_configs(seen: set) -> list[str]:

@@ -1,8 +1,8 @@
 """The judge on a GPU (issue 18): its clock against in-process CUDA events, and cheats that target timing.
 
-For each family named: the starter through the judge (evaluators/harness.evaluate, runners as local processes,
+For each family named: the starter through the judge (judge/harness.evaluate, runners as local processes,
 CUDA IPC for inputs and outputs), then the same starter and the eager reference timed in this process by
-evaluators/timing.time_interleaved (CUDA events, L2 flush, sleep head start: the clock the harness used while the
+judge/timing.time_interleaved (CUDA events, L2 flush, sleep head start: the clock the harness used while the
 candidate shared its process). Prints both readings per side and how far apart they are; the target is 2 %.
 Then each fixture named by --cheats through the judge, with its status and reason.
 
@@ -24,8 +24,9 @@ def _say(*a) -> None:
 def in_process(family: str, source: str, iters: int) -> dict:
     import torch
 
-    from kernelsearch.evaluators.problem import load_problem, load_source_module
-    from kernelsearch.evaluators.timing import time_interleaved
+    from kernelsearch.families import load_problem
+    from kernelsearch.judge.problem import load_source_module
+    from kernelsearch.judge.timing import time_interleaved
 
     problem = load_problem(family)
     case = problem.timed_case
@@ -75,9 +76,9 @@ def in_process(family: str, source: str, iters: int) -> dict:
 
 
 def judged(family: str, source: str, iters: int):
-    from kernelsearch.evaluators.harness import evaluate
-    from kernelsearch.evaluators.problem import load_problem
-    from kernelsearch.evaluators.settings import EvalSettings
+    from kernelsearch.families import load_problem
+    from kernelsearch.judge.harness import evaluate
+    from kernelsearch.judge.settings import EvalSettings
 
     t0 = time.perf_counter()
     r = evaluate(load_problem(family), source, EvalSettings(trials=1, timing_iters=iters), mode="cuda",
@@ -97,7 +98,7 @@ def main() -> int:
     rows = []
     for fam in args.families:
         try:
-            src = importlib.import_module(f"kernelsearch.evaluators.families.{fam}").STARTER
+            src = importlib.import_module(f"kernelsearch.families.{fam}").STARTER
             readings = []
             for _ in range(args.repeat):
                 r, wall = judged(fam, src, args.iters)

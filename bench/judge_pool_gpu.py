@@ -4,8 +4,8 @@ import asyncio
 import sys
 import time
 
-from kernelsearch.evaluators.families.softmax import STARTER
-from kernelsearch.evaluators.settings import EvalSettings
+from kernelsearch.families.softmax import STARTER
+from kernelsearch.judge.settings import EvalSettings
 from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings
 
 

@@ -7,7 +7,7 @@ plan its memory and judge a kernel without running out of memory?
 For each file (KernelBench's order) one candidate is evaluated through the pool, all stages, at every case of the
 problem (the derived smaller ones, then the problem's own):
 - `offline`: the offline provider's first kernel (the matched space's default point), where the matcher knows the
-  reference (evaluators/match.py);
+  reference (generators/match.py);
 - `library`: for a reference whose work is one torch convolution module (nn.Conv1d/2d/3d and the transposed ones,
   KernelBench's 34 conv problems): the reference's own class as `ModelNew`, its convolution allowed
   (`evaluation.allow_torch`: the same allowance a config can give), and a Triton kernel of its own that copies the
@@ -88,8 +88,8 @@ def library_candidate(source: str) -> tuple[str, list[str]] | None:
 
 def candidate_for(path: Path) -> tuple[str, str | None, list[str], str]:
     """(kind, source or None, allowed torch ops, what) for one problem file."""
-    from kernelsearch.evaluators.match import Unmatched, match_problem
-    from kernelsearch.evaluators.problem import describe_exception, load_file
+    from kernelsearch.generators.match import Unmatched, match_problem
+    from kernelsearch.judge.problem import describe_exception, load_file
 
     try:
         m = match_problem(load_file(path))
@@ -105,7 +105,7 @@ def candidate_for(path: Path) -> tuple[str, str | None, list[str], str]:
 
 
 async def _evaluate_all(items, mode: str, conc: int, deadline: float, timeout: float):
-    from kernelsearch.evaluators.settings import EvalSettings
+    from kernelsearch.judge.settings import EvalSettings
     from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings
 
     pools: dict[tuple, EvaluatorPool] = {}

@@ -1,4 +1,4 @@
-"""The judge's memory plan (evaluators/memory.py) for KernelBench problems at their own sizes, on the CPU: nothing is
+"""The judge's memory plan (judge/memory.py) for KernelBench problems at their own sizes, on the CPU: nothing is
 drawn (inputs, weights and outputs on the meta device), so a whole level is planned in seconds. What it prints per
 problem: input, weight and output bytes, the reference the plan chooses, the comparison's chunk, whether the
 stability checks would fit, the calls per timed batch, and the variance check's input bytes (drawn in the parent on
@@ -26,10 +26,10 @@ def _bytes(values) -> int:
 
 
 def plan_file(path: Path, total: int) -> dict:
-    from kernelsearch.evaluators.clock import BATCH_BYTES, MIN_CALLS
-    from kernelsearch.evaluators.correctness import flatten
-    from kernelsearch.evaluators.memory import plan_case, refuse_line, timing_calls
-    from kernelsearch.evaluators.problem import load_file, probe_inputs
+    from kernelsearch.judge.clock import BATCH_BYTES, MIN_CALLS
+    from kernelsearch.judge.correctness import flatten
+    from kernelsearch.judge.memory import plan_case, refuse_line, timing_calls
+    from kernelsearch.judge.problem import load_file, probe_inputs
 
     row: dict = {"problem": path.stem}
     try:
@@ -59,7 +59,7 @@ def plan_file(path: Path, total: int) -> dict:
     n, note = timing_calls(i_b, o_b, 2, total - 3 * w_b - GIB, 50, BATCH_BYTES, MIN_CALLS)
     cpu_case = problem.cpu_timed_case()
     try:
-        from kernelsearch.evaluators.problem import _sized_module
+        from kernelsearch.judge.problem import _sized_module
 
         module = problem.module if cpu_case.timed else _sized_module(problem, cpu_case.params)
         with torch.device("meta"):

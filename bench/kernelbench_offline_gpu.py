@@ -5,7 +5,7 @@ eager and over torch.compile, and the wall time of each problem.
     . bench/device_env.sh
     python3 bench/kernelbench_offline_gpu.py kb/level1 kb/level2 --n1 20 --n2 5 --evaluations 8 --jobs 3 --deadline 540
 
-PATH...: folders of KernelBench files (carried, never committed). For each folder the matcher (evaluators/match.py,
+PATH...: folders of KernelBench files (carried, never committed). For each folder the matcher (generators/match.py,
 a trace on the meta device, no inputs drawn) is run over every file first, in KernelBench's order: the coverage line
 counts the matched ones, and --n1 (first folder) / --n2 (second) matched files are searched, one of each kind in
 turn (a kind: what the file matched, pointwise, matmul, softmax, ...), one `bench`
@@ -40,8 +40,8 @@ def _number(p: Path) -> int:
 
 def coverage(folder: Path) -> list[tuple[Path, str | None, str]]:
     """(file, the kind it matched or None, summary or refusal) for every problem file of `folder`, in order."""
-    from kernelsearch.evaluators.match import Unmatched, match_problem
-    from kernelsearch.evaluators.problem import ProblemError, describe_exception, load_file
+    from kernelsearch.generators.match import Unmatched, match_problem
+    from kernelsearch.judge.problem import ProblemError, describe_exception, load_file
 
     out = []
     for f in sorted(folder.glob("*.py"), key=lambda p: (_number(p), p.name)):

@@ -14,8 +14,8 @@ import sys
 
 os.environ.pop("TRITON_INTERPRET", None)
 
-from kernelsearch.evaluators.aot import aot_report  # noqa: E402
-from kernelsearch.evaluators.problem import load_family  # noqa: E402
+from kernelsearch.families import load_family  # noqa: E402
+from kernelsearch.judge.aot import aot_report  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

@@ -1,7 +1,7 @@
 """Reachability of each family's tuned starter from its plainest kernel in the offline provider's idea graph (CPU,
 no kernel runs): the fewest ideas (a move, coded as stated or with one tuning knob changed by a branch) from the
 plain point to the kernel the space's DEFAULT renders, every point on the way feasible at the family's cases.
-The walk: evaluators/reach.py; the test that bounds it: tests/evaluators/test_reach.py.
+The walk: families/reach.py; the test that bounds it: tests/families/test_reach.py.
 
     python3 bench/reach.py                      # every family with a plain point
     python3 bench/reach.py softmax rmsnorm --depth 5
@@ -46,11 +46,11 @@ PLAINS = {**PLAIN, **PLAIN_MORE}
 
 
 def space_of(family: str):
-    return importlib.import_module(f"kernelsearch.evaluators.families.{family}.space").SPACE
+    return importlib.import_module(f"kernelsearch.families.{family}.space").SPACE
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kernelsearch.evaluators.reach import shortest_path
+    from kernelsearch.families.reach import shortest_path
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("families", nargs="*", default=list(PLAINS))

@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from kernelsearch.evaluators.problem import FAMILIES_DIR
+from kernelsearch.judge.problem import FAMILIES_DIR
 
 
 def _key(params: dict) -> str:
@@ -53,7 +53,7 @@ def points(space) -> list[dict]:
 def hashes() -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for family in sorted(p.name for p in FAMILIES_DIR.iterdir() if (p / "space.py").exists()):
-        space = importlib.import_module(f"kernelsearch.evaluators.families.{family}.space").SPACE
+        space = importlib.import_module(f"kernelsearch.families.{family}.space").SPACE
         out[family] = {_key(p): hashlib.sha256(space.render(p).encode()).hexdigest() for p in points(space)}
     return out
 

@@ -20,9 +20,10 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")   # before any kernel is defined
 
-from kernelsearch.evaluators.correctness import compare  # noqa: E402
-from kernelsearch.evaluators.numerics import EAGER_SLACK, normwise_error, references, stability_inputs  # noqa: E402
-from kernelsearch.evaluators.problem import load_problem, load_source_module  # noqa: E402
+from kernelsearch.families import load_problem  # noqa: E402
+from kernelsearch.judge.correctness import compare  # noqa: E402
+from kernelsearch.judge.numerics import EAGER_SLACK, normwise_error, references, stability_inputs  # noqa: E402
+from kernelsearch.judge.problem import load_source_module  # noqa: E402
 
 
 def _off(got, want_hi, atol, rtol) -> int:

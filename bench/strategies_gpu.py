@@ -63,7 +63,7 @@ ALL = ("branching", "sequential", "best_of_n", "evolutionary")
 
 def plain_starter(family: str, out: Path) -> Path:
     """The family's plain kernel as a starter file; refused in one line if it is not a feasible point."""
-    from kernelsearch.evaluators.problem import load_problem
+    from kernelsearch.families import load_problem
 
     problem = load_problem(family)
     space = problem.family.SPACE
@@ -108,8 +108,8 @@ class _Reuse:
 
         from sqlmodel import select
 
-        from kernelsearch.evaluators.result import EvalResult
-        from kernelsearch.evaluators.status import Status
+        from kernelsearch.judge.result import EvalResult
+        from kernelsearch.judge.status import Status
         from kernelsearch.store import Evaluation, Kernel, Run, open_store, session_scope
 
         engine = open_store(self.db, readonly=True)

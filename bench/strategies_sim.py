@@ -52,8 +52,8 @@ class ModelPool:
         self.space = space
 
     async def evaluate(self, code, ref, may_start=None):
-        from kernelsearch.evaluators.result import EvalResult
-        from kernelsearch.evaluators.status import Status
+        from kernelsearch.judge.result import EvalResult
+        from kernelsearch.judge.status import Status
 
         if may_start is not None and not may_start():
             return None
@@ -101,7 +101,7 @@ class Closed:
 
 def run(strategy: str, seed: int, budget: int, tmp: Path) -> tuple[float, str]:
     from kernelsearch.config import parse_config
-    from kernelsearch.evaluators.families.softmax.space import SPACE
+    from kernelsearch.families.softmax.space import SPACE
     from kernelsearch.search.controller import Controller
     from kernelsearch.store import Run, open_store, session_scope
     from kernelsearch.store import queries as q
@@ -128,7 +128,7 @@ def run(strategy: str, seed: int, budget: int, tmp: Path) -> tuple[float, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from kernelsearch.evaluators.families.softmax.space import SPACE
+    from kernelsearch.families.softmax.space import SPACE
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--strategies", default="branching,sequential")

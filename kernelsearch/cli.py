@@ -142,10 +142,11 @@ def eval_(problem: str = typer.Argument(..., help="a built-in family (softmax) o
           allow_torch: str = typer.Option("", help="torch operations the candidate may call, comma-separated "
                                           "(matmul,linear; evaluation.allow_torch in a config)")) -> None:
     """Evaluate one candidate file against one problem, in a sandboxed worker."""
-    from kernelsearch.evaluators.problem import ProblemError, interpreter_size_error, load_problem
-    from kernelsearch.evaluators.settings import EvalSettings
-    from kernelsearch.evaluators.static import check_size
-    from kernelsearch.evaluators.status import CandidateFailure
+    from kernelsearch.families import load_problem
+    from kernelsearch.judge.problem import ProblemError, interpreter_size_error
+    from kernelsearch.judge.settings import EvalSettings
+    from kernelsearch.judge.static import check_size
+    from kernelsearch.judge.status import CandidateFailure
     from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings, detect_mode
 
     if not candidate.is_file():

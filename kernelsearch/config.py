@@ -2,7 +2,7 @@
 
 The settings types live in the rooms that use them (agent/settings.py: `llm`, `ideas`, `code`, `prices`;
 search/settings.py: `search`, `budgets`, `targets`;
-evaluators/settings.py: `evaluation`); `Config` composes them with the run's own keys.
+judge/settings.py: `evaluation`); `Config` composes them with the run's own keys.
 
 A bad key, a wrong type or a missing file is a `ConfigError` whose message is one line naming the key.
 """
@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from kernelsearch.agent.settings import LLMConfig, Price, RoleOverride, effective
-from kernelsearch.evaluators.settings import EvalSettings
+from kernelsearch.judge.settings import EvalSettings
 from kernelsearch.model.settings import PlanSettings, VerifySettings
 from kernelsearch.search.settings import Budgets, SearchConfig, SearchSetup, Targets
 from kernelsearch.store import DEFAULT_DB
@@ -54,7 +54,7 @@ class Config(_Strict):
     @model_validator(mode="after")
     def _keys_agree(self) -> "Config":
         """Every check between keys at once: a config with several problems names them all in one line."""
-        from kernelsearch.evaluators.problem import ProblemError, family_names, parse_family_at
+        from kernelsearch.judge.problem import ProblemError, family_names, parse_family_at
 
         problems: list[str] = []
         if self.problem is None and self.model is None:

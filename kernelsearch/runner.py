@@ -36,8 +36,9 @@ def check_problem(cfg: Config):
     """Load the problem and run its reference on its own inputs: a file that does not load, or a reference that
     fails, is a RunError of one line. Refuse a problem whose reference output is (near) constant: zeros or a
     constant would pass it."""
-    from kernelsearch.evaluators.anticheat import check_problem_variance
-    from kernelsearch.evaluators.problem import ProblemError, describe_exception, interpreter_size_error, load_problem
+    from kernelsearch.families import load_problem
+    from kernelsearch.judge.anticheat import check_problem_variance
+    from kernelsearch.judge.problem import ProblemError, describe_exception, interpreter_size_error
 
     try:
         problem = load_problem(cfg.problem)
@@ -57,7 +58,7 @@ def check_problem(cfg: Config):
     if degenerate and not cfg.evaluation.allow_degenerate_problem:
         raise RunError(f"{message} (set evaluation.allow_degenerate_problem: true to search it anyway)")
     if "offline" in (cfg.role("ideas").provider, cfg.role("code").provider):
-        from kernelsearch.evaluators.match import Unmatched, match_problem
+        from kernelsearch.generators.match import Unmatched, match_problem
 
         try:   # what the offline provider would search: a family's space, or one the reference's graph matches
             match_problem(problem)
@@ -68,7 +69,7 @@ def check_problem(cfg: Config):
 
 def _shapes_note(problem) -> str | None:
     """What a KernelBench file's correctness covers: its derived cases, or only its own case."""
-    from kernelsearch.evaluators.problem import OWN_ONLY
+    from kernelsearch.judge.problem import OWN_ONLY
 
     if problem.family is not None:
         return None

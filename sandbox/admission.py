@@ -48,7 +48,7 @@ class DeviceLease:
 
 
 class MemoryGate:
-    """One GPU's memory, admitted by estimate (evaluators.memory.footprint_bytes): an evaluation starts when its
+    """One GPU's memory, admitted by estimate (judge.memory.footprint_bytes): an evaluation starts when its
     estimate fits beside those running, in arrival order (a large one is not overtaken by small ones forever); one
     larger than the whole capacity runs alone. The judge's own plan (memory.plan_case) still sizes its work to the
     memory it measures free; the gate keeps that measurement from being taken by evaluations started after it."""

@@ -1,12 +1,12 @@
 """The limits every worker runs under, applied in the worker's own process before any candidate code.
 
 The process primitives (death signal, network namespace, undumpable, another user) live in
-evaluators/isolation.py, one copy shared with the sm_90 compile child, which sits below this room."""
+judge/isolation.py, one copy shared with the sm_90 compile child, which sits below this room."""
 from __future__ import annotations
 
 import resource
 
-from kernelsearch.evaluators.isolation import die_with_parent, leave_network
+from kernelsearch.judge.isolation import die_with_parent, leave_network
 
 
 def apply_limits(timeout_s: float, address_space_bytes: int | None, network_off: bool) -> None:
@@ -47,11 +47,13 @@ def python_open_to_others() -> bool:
     import torch
     import triton
 
-    import kernelsearch.evaluators as evaluators
+    import kernelsearch.families as families  # the judge reads a family's reference and spec by path
+    import kernelsearch.judge as judge
     import kernelsearch.store as store
 
     paths = [os.path.realpath(sys.executable), sysconfig.get_paths()["stdlib"], os.path.dirname(torch.__file__),
-             os.path.dirname(triton.__file__), os.path.dirname(os.path.realpath(evaluators.__file__)),
+             os.path.dirname(triton.__file__), os.path.dirname(os.path.realpath(judge.__file__)),
+             os.path.dirname(os.path.realpath(families.__file__)),
              os.path.dirname(os.path.realpath(store.__file__))]
     for path in paths:
         parts = os.path.realpath(path).split(os.sep)

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from kernelsearch.evaluators.isolation import confine_candidate, die_with_parent, kill_strays
-from kernelsearch.evaluators.result import EvalResult
-from kernelsearch.evaluators.settings import EvalSettings
-from kernelsearch.evaluators.status import Status
+from kernelsearch.judge.isolation import confine_candidate, die_with_parent, kill_strays
+from kernelsearch.judge.result import EvalResult
+from kernelsearch.judge.settings import EvalSettings
+from kernelsearch.judge.status import Status
 from kernelsearch.sandbox.admission import GATE_SHARE, DeviceLease, MemoryGate, gpu_memory_bytes  # noqa: F401
 from kernelsearch.sandbox.env import scrubbed_env
 from kernelsearch.sandbox.limits import apply_limits, device_nodes_open, python_open_to_others
@@ -209,7 +209,7 @@ class EvaluatorPool:
     async def _footprint(self, problem_ref: dict) -> int:
         key = json.dumps(problem_ref, sort_keys=True)
         if key not in self._footprints:
-            from kernelsearch.evaluators.memory import footprint_bytes
+            from kernelsearch.judge.memory import footprint_bytes
 
             self._footprints[key] = await asyncio.to_thread(footprint_bytes, problem_ref)
         return self._footprints[key]
@@ -244,7 +244,7 @@ class EvaluatorPool:
             pid = await self._zygote.spawn(req, fds)
             zygote = self._zygote
             return _Proc(pid, lambda: zygote.wait(pid))
-        module = "kernelsearch.sandbox.worker" if entry == "judge" else "kernelsearch.evaluators.runner"
+        module = "kernelsearch.sandbox.worker" if entry == "judge" else "kernelsearch.judge.runner"
         if entry == "judge":
             ctrl, out, res, *socks = fds
             args, stdin, passed = [str(res), *map(str, socks)], ctrl, (res, *socks)

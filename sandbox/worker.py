@@ -1,11 +1,11 @@
 """The judge's process: one evaluation. Started by sandbox/pool.py (forked from the fork server, or as
 `python -m kernelsearch.sandbox.worker RESULT_FD RUNNER_FD...`).
 
-It never loads candidate code: the candidate runs in a runner process (evaluators/runner.py) that the pool started
+It never loads candidate code: the candidate runs in a runner process (judge/runner.py) that the pool started
 beside it, sandboxed, and connected to it by a socket (the fds after RESULT_FD, in the order of the request's
 `runners`). Channel to the pool: the request arrives as one JSON line on stdin (then replaced by /dev/null);
 messages (a lease request, the result) go on the result pipe. The candidate's process has neither: it can reach
-the judge only through its socket, whose replies are data (evaluators/wire.py), never a verdict.
+the judge only through its socket, whose replies are data (judge/wire.py), never a verdict.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import traceback
 
 
 def main(result_fd: int | None = None, runner_fds: list[int] | None = None) -> None:
-    from kernelsearch.evaluators.isolation import make_undumpable
+    from kernelsearch.judge.isolation import make_undumpable
 
     make_undumpable()   # however it was started: no process of its user can read its memory or ptrace it
     if result_fd is None:
@@ -52,10 +52,10 @@ def main(result_fd: int | None = None, runner_fds: list[int] | None = None) -> N
     try:
         import torch
 
-        from kernelsearch.evaluators.client import RunnerClient
-        from kernelsearch.evaluators.harness import evaluate
-        from kernelsearch.evaluators.problem import load_problem
-        from kernelsearch.evaluators.settings import EvalSettings
+        from kernelsearch.judge.client import RunnerClient
+        from kernelsearch.judge.harness import evaluate
+        from kernelsearch.judge.problem import load_problem
+        from kernelsearch.judge.settings import EvalSettings
 
         runners = [(r["role"], int(r["pid"]), fd) for r, fd in zip(request["runners"], runner_fds or [])]
 
@@ -80,7 +80,7 @@ def main(result_fd: int | None = None, runner_fds: list[int] | None = None) -> N
         payload = json.loads(result.to_json())
     except BaseException as err:  # noqa: BLE001 - a judge failure is a result too, never silence
         try:   # out of memory outside the stages (loading the problem): the harness's, not the candidate's
-            from kernelsearch.evaluators.memory import is_out_of_memory
+            from kernelsearch.judge.memory import is_out_of_memory
 
             status = "harness_error" if is_out_of_memory(err) else "crash"
         except BaseException:  # noqa: BLE001

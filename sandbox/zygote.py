@@ -23,15 +23,15 @@ def _preload() -> None:
     import triton  # noqa: F401
     import triton.language  # noqa: F401
 
-    import kernelsearch.evaluators.anticheat  # noqa: F401
-    import kernelsearch.evaluators.harness  # noqa: F401
-    import kernelsearch.evaluators.problem  # noqa: F401
-    import kernelsearch.evaluators.runner  # noqa: F401
+    import kernelsearch.judge.anticheat  # noqa: F401
+    import kernelsearch.judge.harness  # noqa: F401
+    import kernelsearch.judge.problem  # noqa: F401
+    import kernelsearch.judge.runner  # noqa: F401
     import kernelsearch.sandbox.worker  # noqa: F401
 
 
 def _child(req: dict, fds: list[int]) -> None:
-    from kernelsearch.evaluators.isolation import make_undumpable
+    from kernelsearch.judge.isolation import make_undumpable
     from kernelsearch.sandbox.limits import apply_limits
 
     os.setsid()
@@ -42,11 +42,11 @@ def _child(req: dict, fds: list[int]) -> None:
     os.environ.update(req["env"])
     os.chdir(req["cwd"])
     if req.get("candidate"):
-        from kernelsearch.evaluators.isolation import confine_candidate
+        from kernelsearch.judge.isolation import confine_candidate
 
         confine_candidate(None if req.get("uid") is None else int(req["uid"]))
     if req.get("entry") == "runner":
-        from kernelsearch.evaluators.runner import serve_fd
+        from kernelsearch.judge.runner import serve_fd
 
         sock, out = fds
         devnull = os.open(os.devnull, os.O_RDONLY)

@@ -21,9 +21,9 @@ from sqlmodel import Session
 from kernelsearch.agent.errors import AuthError
 from kernelsearch.agent.providers import make_provider
 from kernelsearch.agent.roles import Coder, FailedKernel, IdeaWriter, SeedView, prompt
-from kernelsearch.evaluators.feasibility import refuse_infeasible
-from kernelsearch.evaluators.problem import load_problem
-from kernelsearch.evaluators.static import kernel_language
+from kernelsearch.families import load_problem
+from kernelsearch.families.feasibility import refuse_infeasible
+from kernelsearch.judge.static import kernel_language
 from kernelsearch.sandbox.pool import EvaluatorPool
 from kernelsearch.search import strategies
 from kernelsearch.search.settings import SearchSetup

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from kernelsearch.evaluators.families.softmax import SPACE
+from kernelsearch.families.softmax import SPACE
 
 # the online two-sweep softmax kernel (the family's starter until 2026-12-03, when the row-in-registers kernel
 # measured faster on an H200): the honest kernel whose text the fixtures below and the stage tests edit

@@ -1,9 +1,11 @@
-"""The rooms of DESIGN.md import one way, and no module grows long without saying why.
+"""The rooms of docs/design.md import one way, no two modules import each other round a circle, and no module grows
+long without saying why.
 
-Order, bottom to top: store <- evaluators <- sandbox <- agent <- search <- kernelsearch (the CLI: cli, config,
-runner, views). A module may import its own room and the rooms below it, never one above. prompts/ is data: the
-rooms from agent up may read it. The imports are read from the source (ast), every one of them: at the top, inside
-functions, under `if TYPE_CHECKING:`, and `importlib.import_module("kernelsearch....")` with a literal name.
+Order, bottom to top: store <- judge <- families <- generators <- sandbox <- agent <- search <- kernelsearch (the
+CLI: cli, config, runner, views). The judge (the trusted part) imports only itself and the store. A module may
+import its own room and the rooms below it, never one above. prompts/ is data: the rooms from agent up may read it.
+The imports are read from the source (ast), every one of them: at the top, inside functions, under
+`if TYPE_CHECKING:`, and `importlib.import_module("kernelsearch....")` with a literal name.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ else:
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_DIR: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
 
-ORDER = ["store", "evaluators", "sandbox", "agent", "search", "kernelsearch"]   # bottom to top
+ORDER = ["store", "judge", "families", "generators", "sandbox", "agent", "search", "kernelsearch"]   # bottom to top
 DATA = {"prompts": "agent"}   # a data room, and the lowest room that may read it
 MAX_LINES = 500
 # A long module says why in its docstring: "long because ...", "past 500 lines on purpose: ..."
@@ -110,7 +112,9 @@ def test_the_checker_sees_what_it_checks():
     rooms = {_room_of(m) for m, _ in _modules()}
     assert rooms == set(ORDER) | set(DATA)
     assert _allowed("agent", "prompts") and _allowed("kernelsearch", "store") and _allowed("store", "store")
-    assert not _allowed("evaluators", "prompts") and not _allowed("store", "evaluators")
+    assert not _allowed("judge", "prompts") and not _allowed("store", "judge")
+    assert not _allowed("judge", "families") and not _allowed("judge", "generators")
+    assert not _allowed("families", "generators") and _allowed("generators", "families")
     assert not _allowed("search", "kernelsearch") and not _allowed("prompts", "store")
     assert _room_of("kernelsearch.views.tsv") == "kernelsearch" and _room_of("torch.nn") is None
 
@@ -128,7 +132,8 @@ def test_imports_are_read_everywhere(tmp_path):
 
 
 def test_imports_flow_one_way():
-    """store <- evaluators <- sandbox <- agent <- search <- kernelsearch (CLI); prompts is data read from agent up."""
+    """store <- judge <- families <- generators <- sandbox <- agent <- search <- kernelsearch (CLI); prompts is data
+    read from agent up."""
     bad = _violations()
     assert not bad, f"{len(bad)} import(s) against the layering of DESIGN.md:\n  " + "\n  ".join(bad)
 
@@ -145,3 +150,66 @@ def test_long_modules_say_why():
         if not REASON.search(doc):
             long.append(f"{path.relative_to(ROOT)}: {n} lines, and its docstring does not say why")
     assert not long, "\n".join(long)
+
+
+def _graph() -> dict[str, set[str]]:
+    """Module -> the modules of ours it imports (every import, as _imports reads them; `from m import name` is m
+    where name is not a module)."""
+    files = dict(_modules())
+    graph: dict[str, set[str]] = {m: set() for m in files}
+    for module, path in files.items():
+        for _line, name in _imports(module, path):
+            while name and name not in files:
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                graph[module].add(name)
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_circle_finder_finds_circles():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert _circles(graph) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circles():
+    """No module imports another that imports it back, directly or round a longer circle (a package's __init__
+    counts as a module: `from kernelsearch.judge import x` imports kernelsearch.judge first)."""
+    circles = _circles(_graph())
+    assert not circles, f"{len(circles)} import circle(s):\n  " + "\n  ".join(" <-> ".join(c) for c in circles)

@@ -96,7 +96,8 @@ def _read_source(session, db: Path, kernel: Optional[str], run_name: Optional[st
 def _problem_init(problem: str) -> tuple[tuple, bool, str]:
     """The init inputs of the problem's timed case, whether the evaluation cast the layer to the case's dtype
     (built-in families), and the first line of the reference's docstring."""
-    from kernelsearch.evaluators.problem import ProblemError, describe_exception, load_problem
+    from kernelsearch.families import load_problem
+    from kernelsearch.judge.problem import ProblemError, describe_exception
 
     try:
         prob = load_problem(problem)

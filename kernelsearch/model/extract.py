@@ -5,7 +5,7 @@ A module that a built-in family fits as a whole is one unit with every operator 
 nn.Linear (or GPT-2's Conv1D) the `matmul` family on (tokens x in) @ (in x out) with the weight pre-transposed
 once. Outside them each operator the model called is its own unit: softmax over the last dimension is the `softmax`
 family; matmul, bmm, silu, gelu and tensor-tensor mul/add/div become a generated KernelBench-format problem file
-(searched by an LLM provider, or by the offline one where evaluators/match.py matches it). Units of the same
+(searched by an LLM provider, or by the offline one where generators/match.py matches it). Units of the same
 problem (family or operator, sizes, dtype) in different modules or layers are one problem. Views and operators with
 no swap are left in the profile table only.
 """
@@ -128,7 +128,7 @@ def _counts(part: Part) -> tuple[float, float]:
     """FLOPs and the fewest bytes of one call: a family's own counts at the model's case; for a generated
     operator, its inputs and output once and (matmul) 2 m n k per output batch."""
     if part.kind == "family":
-        from kernelsearch.evaluators.problem import family_at
+        from kernelsearch.families import family_at
 
         problem = family_at(part.family, part.params, part.dtype)
         case = problem.timed_case

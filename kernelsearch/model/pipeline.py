@@ -221,12 +221,12 @@ def _write_problem(part: Part, folder: Path) -> str:
 
 def _unsearchable(cfg: Config, part: Part, spec: str) -> Optional[str]:
     """Why the provider cannot search `part`, or None. The offline provider searches a generated problem when the
-    matcher finds a space for its reference (evaluators/match.py: elementwise graphs, a family's operation at other
+    matcher finds a space for its reference (generators/match.py: elementwise graphs, a family's operation at other
     shapes), as its child run would; what the matcher refuses is left out with the matcher's one line."""
     if part.kind != "generated" or "offline" not in (cfg.role("ideas").provider, cfg.role("code").provider):
         return None
-    from kernelsearch.evaluators.match import Unmatched, match_problem
-    from kernelsearch.evaluators.problem import ProblemError, load_file
+    from kernelsearch.generators.match import Unmatched, match_problem
+    from kernelsearch.judge.problem import ProblemError, load_file
 
     try:
         match_problem(load_file(spec))

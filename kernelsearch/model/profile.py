@@ -85,7 +85,7 @@ def load_model(path: str, device: str, seed: int):
     """The model file's Model(*get_init_inputs()) and get_inputs(), drawn from `seed`, on `device`, in eval mode."""
     import torch
 
-    from kernelsearch.evaluators.problem import load_source_module
+    from kernelsearch.judge.problem import load_source_module
 
     module = load_source_module(Path(path).read_text(), "ks_model_" + re.sub(r"\W", "_", Path(path).stem),
                                 filename=str(path))
@@ -241,7 +241,7 @@ def run_request(req: dict) -> dict:
     del model, inputs
     if device.startswith("cuda"):
         torch.cuda.empty_cache()
-        from kernelsearch.evaluators.roofline import ceilings
+        from kernelsearch.judge.roofline import ceilings
 
         result["ceilings"] = ceilings(device)
         result["device_name"] = torch.cuda.get_device_name(torch.device(device))
@@ -256,7 +256,7 @@ def main(argv: list[str]) -> int:
     try:
         result = run_request(req)
     except Exception as err:   # noqa: BLE001 - the model's failure, said in one line to the parent
-        from kernelsearch.evaluators.problem import describe_exception
+        from kernelsearch.judge.problem import describe_exception
 
         result = {"error": describe_exception(err)}
     Path(argv[1]).write_text(json.dumps(result))

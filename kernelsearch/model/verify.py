@@ -28,7 +28,7 @@ from kernelsearch.model.swap import ModuleSwap, OpSwaps
 
 
 def _kernel_class(path: str, key: str):
-    from kernelsearch.evaluators.problem import load_source_module
+    from kernelsearch.judge.problem import load_source_module
 
     module = load_source_module(Path(path).read_text(), f"ks_winner_{abs(hash(key))}", filename=path)
     return module.ModelNew
@@ -36,7 +36,7 @@ def _kernel_class(path: str, key: str):
 
 def family_init(part: dict) -> list:
     """A family part's init inputs (its timed case's, as its child run built ModelNew)."""
-    from kernelsearch.evaluators.problem import family_at
+    from kernelsearch.families import family_at
 
     problem = family_at(part["family"], part["params"], part["dtype"])
     return problem.build_init_inputs(problem.timed_case)
@@ -86,7 +86,7 @@ def run_request(req: dict) -> dict:
 
     import torch
 
-    from kernelsearch.evaluators.problem import describe_exception
+    from kernelsearch.judge.problem import describe_exception
     from kernelsearch.model.profile import first_tensor, load_model, model_inputs
 
     device = req["device"]
@@ -200,7 +200,7 @@ def main(argv: list[str]) -> int:
     try:
         result = run_request(req)
     except Exception as err:   # noqa: BLE001 - said in one line to the parent
-        from kernelsearch.evaluators.problem import describe_exception
+        from kernelsearch.judge.problem import describe_exception
 
         result = {"error": describe_exception(err)}
     Path(argv[1]).write_text(json.dumps(result))

@@ -8,7 +8,7 @@ panel: each verdict is followed by one plain status line with the same fields.
 
 Counts come from the store at each event (done: kernels with an evaluation; queued: kernels without one that
 have not started), `running` from the events (started, not yet answered), so a resumed run's queue and a kernel
-refused before evaluation (evaluators/feasibility.py: answered without ever starting) are counted right.
+refused before evaluation (families/feasibility.py: answered without ever starting) are counted right.
 """
 from __future__ import annotations
 

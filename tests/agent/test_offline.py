@@ -7,7 +7,7 @@ import json
 from kernelsearch.agent.base import ChatRequest, Message
 from kernelsearch.agent.offline import OfflineProvider
 from kernelsearch.agent.parsing import extract_code, parse_ideas
-from kernelsearch.evaluators.families.softmax import SPACE, STARTER
+from kernelsearch.families.softmax import SPACE, STARTER
 
 
 def _ask(role, hints):
@@ -78,8 +78,8 @@ def test_branches_stay_inside_shared_memory():
     # an H200 search crashed on 64 x 128 tiles at 4 stages (OutOfResources); such branches are not made
     import random
 
-    from kernelsearch.evaluators.families.flash_attention.space import SHARED_MAX, shared_bytes
-    from kernelsearch.evaluators.families.flash_attention_causal import SPACE as ATTN
+    from kernelsearch.families.flash_attention.space import SHARED_MAX, shared_bytes
+    from kernelsearch.families.flash_attention_causal import SPACE as ATTN
 
     idea = {**ATTN.default, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "num_stages": 2}
     assert shared_bytes({**idea, "num_stages": 4}) > SHARED_MAX        # a point the tuning knobs can reach
@@ -89,7 +89,7 @@ def test_branches_stay_inside_shared_memory():
 
 
 def test_softmax_crfm_offers_no_move_that_packs_its_wide_rows():
-    from kernelsearch.evaluators.families.softmax_crfm import SPACE as CRFM
+    from kernelsearch.families.softmax_crfm import SPACE as CRFM
 
     assert any(m.changes.get("ROWS", 1) > 1 for m in SPACE.moves)          # softmax (32000-wide bf16) has them
     for params in (CRFM.default, {**CRFM.default, "variant": "single"}):

@@ -147,7 +147,7 @@ def test_refusal_heuristic_is_narrow():
 def test_code_over_the_size_cap_is_malformed_not_stored():
     """A coder reply whose kernel is over 1 MB is refused here, the one place every coder kernel passes before
     it is stored: the reply is recorded as malformed and the coder asked once more, as for any broken reply."""
-    from kernelsearch.evaluators.static import MAX_SOURCE_BYTES
+    from kernelsearch.judge.static import MAX_SOURCE_BYTES
 
     body = "import torch\n" + "# pad\n" * ((MAX_SOURCE_BYTES - 13) // 6)
     assert extract_code(f"```python\n{body}```\n") == body   # just under the cap: kept

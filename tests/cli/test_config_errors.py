@@ -62,7 +62,7 @@ def get_init_inputs():
 
 def test_kernelbench_file_the_offline_provider_cannot_match_is_refused_in_one_line(tmp_path):
     """A KernelBench file with no `starter:` is accepted (round 0 is written from the reference, issue 19); the
-    offline provider searches it where its traced reference matches (evaluators/match.py) and refuses one that does
+    offline provider searches it where its traced reference matches (generators/match.py) and refuses one that does
     not, before any search, in one line naming the ops it found, starter or not."""
     from kernelsearch.config import parse_config
 

@@ -22,8 +22,8 @@ from typer.testing import CliRunner
 
 from kernelsearch.cli import app
 from kernelsearch.config import parse_config
-from kernelsearch.evaluators.static import MAX_SOURCE_BYTES, check_source
-from kernelsearch.evaluators.status import CandidateFailure, Status
+from kernelsearch.judge.static import MAX_SOURCE_BYTES, check_source
+from kernelsearch.judge.status import CandidateFailure, Status
 from kernelsearch.store.database import open_store
 from kernelsearch.store.models import Evaluation, Kernel, Run
 from tests.helpers import ONLINE, cli

@@ -19,8 +19,8 @@ from sqlmodel import Session, select
 from typer.testing import CliRunner
 
 from kernelsearch.cli import app
-from kernelsearch.evaluators.problem import FAMILIES_DIR
 from kernelsearch.export.layout import digest_files
+from kernelsearch.judge.problem import FAMILIES_DIR
 from kernelsearch.store.database import open_store
 from kernelsearch.store.models import Evaluation, Kernel, KernelExport, Run
 

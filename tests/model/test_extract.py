@@ -5,7 +5,8 @@ import os
 import pytest
 
 from kernelsearch.config import ConfigError, parse_config
-from kernelsearch.evaluators.problem import ProblemError, load_problem
+from kernelsearch.families import load_problem
+from kernelsearch.judge.problem import ProblemError
 from kernelsearch.model.extract import extract
 from kernelsearch.model.profile import load_model, model_inputs, norm_path, profile
 
@@ -94,7 +95,7 @@ def test_config_takes_model_in_place_of_problem(tmp_path):
 
 
 def test_the_offline_provider_takes_the_generated_problems_the_matcher_matches(tiny_profile, tmp_path):
-    """The plan asks evaluators/match.py about each generated problem, as the child run's offline provider would:
+    """The plan asks generators/match.py about each generated problem, as the child run's offline provider would:
     the elementwise add, mul and silu and the 4-D attention matmul are searchable."""
     from kernelsearch.model.pipeline import _unsearchable, _write_problem
 
@@ -107,8 +108,8 @@ def test_the_offline_provider_takes_the_generated_problems_the_matcher_matches(t
     # the attention products (q @ k^T, p @ v), a 4-D matmul traced as expand, view, bmm, view: the matmul family's
     # batched kernel
     assert why["matmul-2x4x16x16_2x4x16x16-float32"] is None
-    from kernelsearch.evaluators.match import match_problem
-    from kernelsearch.evaluators.problem import load_file
+    from kernelsearch.generators.match import match_problem
+    from kernelsearch.judge.problem import load_file
 
     path = _write_problem(parts["matmul-2x4x16x16_2x4x16x16-float32"], tmp_path)
     m = match_problem(load_file(path))

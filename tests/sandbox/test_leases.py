@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from kernelsearch.evaluators.settings import EvalSettings
+from kernelsearch.judge.settings import EvalSettings
 from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings
 
 GPUS = [0, 1, 2]
@@ -19,7 +19,7 @@ N = 6
 
 @pytest.fixture(scope="module")
 def batch():
-    from kernelsearch.evaluators.families.softmax import STARTER
+    from kernelsearch.families.softmax import STARTER
 
     pool = EvaluatorPool(PoolSettings(mode="cpu", gpus=GPUS, concurrency=6,
                                       evaluation=EvalSettings(trials=1, timing_iters=5)))

@@ -1,12 +1,12 @@
-"""The pool's GPU memory admission (sandbox/admission.py MemoryGate, evaluators/memory.py footprint_bytes): evaluations
+"""The pool's GPU memory admission (sandbox/admission.py MemoryGate, judge/memory.py footprint_bytes): evaluations
 start only while their estimated bytes fit beside those running, in arrival order, and one larger than the whole
 device runs alone."""
 from __future__ import annotations
 
 import asyncio
 
-from kernelsearch.evaluators.memory import EVAL_FIXED_BYTES, IN_COPIES, OUT_COPIES, footprint_bytes
-from kernelsearch.evaluators.problem import load_problem
+from kernelsearch.families import load_problem
+from kernelsearch.judge.memory import EVAL_FIXED_BYTES, IN_COPIES, OUT_COPIES, footprint_bytes
 from kernelsearch.sandbox.admission import MemoryGate
 
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from kernelsearch.evaluators.settings import EvalSettings
+from kernelsearch.judge.settings import EvalSettings
 from kernelsearch.sandbox.env import scrubbed_env
 from kernelsearch.sandbox.pool import OUTPUT_CAP, EvaluatorPool, PoolSettings
 from tests.helpers import starter_with
@@ -86,7 +86,7 @@ def test_timeout_kills_children_too(tmp_path):
 
 def test_two_timings_never_overlap():
     pool = EvaluatorPool(PoolSettings(mode="cpu", concurrency=3, evaluation=EvalSettings(trials=1)))
-    from kernelsearch.evaluators.families.softmax import STARTER
+    from kernelsearch.families.softmax import STARTER
 
     async def go():
         return await asyncio.gather(*(pool.evaluate(STARTER, {"builtin": "softmax"}) for _ in range(3)))

@@ -12,8 +12,8 @@ import hashlib
 from types import SimpleNamespace
 
 from kernelsearch.config import parse_config
-from kernelsearch.evaluators.result import EvalResult
-from kernelsearch.evaluators.status import Status
+from kernelsearch.judge.result import EvalResult
+from kernelsearch.judge.status import Status
 from kernelsearch.search.controller import Controller
 from kernelsearch.store import Run, open_store, session_scope
 

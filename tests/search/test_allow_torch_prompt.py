@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from kernelsearch.evaluators.settings import EvalSettings
+from kernelsearch.judge.settings import EvalSettings
 from kernelsearch.search.controller import Controller
 from tests.search.fakes import FakePool, config, new_run
 

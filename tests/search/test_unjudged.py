@@ -8,8 +8,8 @@ import json
 import pytest
 from sqlmodel import select
 
-from kernelsearch.evaluators.result import EvalResult
-from kernelsearch.evaluators.status import Status
+from kernelsearch.judge.result import EvalResult
+from kernelsearch.judge.status import Status
 from kernelsearch.search.controller import Controller
 from kernelsearch.store import Evaluation, Kernel, session_scope
 from kernelsearch.store import queries as q

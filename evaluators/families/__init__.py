@@ -1,1 +1,0 @@
-"""Built-in kernel families: one folder each (reference, spec, starter and search space, wrong/ fixtures)."""

@@ -1,0 +1,10 @@
+"""LayerNorm over (64, 256, 256), the CRFM problem: starter kernel (starter.py) and search space (space.py)."""
+from pathlib import Path
+
+from kernelsearch.families.layernorm_crfm.space import SPACE
+
+# the space's default rendered, kept equal to it by tests/families/test_starters.py (regenerate with
+# `python -m kernelsearch.families`)
+STARTER = (Path(__file__).parent / "starter.py").read_text()
+
+__all__ = ["SPACE", "STARTER"]

@@ -1,0 +1,151 @@
+"""Run-time anti-cheat pieces used in the candidate's runner, and the problem-level variance check.
+
+The judge decides from outputs it reads itself and times with its own clock (judge/harness.py, clock.py);
+what is here runs in the candidate's process and is advisory there (docs/anticheat.md): `LaunchCounter` counts
+launches of the candidate's own Triton kernels (the kernel-launch check), `Guard` reports objects the candidate
+replaced (the identity check). `check_problem_variance` flags a problem whose reference output barely varies
+(check 12). The static scan of the source is judge/scan.py.
+"""
+from __future__ import annotations
+
+import torch
+
+
+class LaunchCounter:
+    """Counts launches of Triton kernels defined in the candidate module (wraps JITFunction.run and the
+    interpreter's InterpretedFunction.run). Installed before the candidate is loaded."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.wrapped: dict[type, object] = {}
+        self.compile_only = False   # the runner's `warm`: Triton kernels are compiled, not launched
+
+    class Autotuned(Exception):
+        """An autotuned kernel met in compile-only mode: its configs are chosen by launching them, so the warm-up
+        stops there (its compile happens in the first real call)."""
+
+    def install(self) -> None:
+        classes = []
+        try:
+            from triton.runtime.jit import JITFunction
+            classes.append(JITFunction)
+        except ImportError:
+            pass
+        try:
+            from triton.runtime.interpreter import InterpretedFunction
+            classes.append(InterpretedFunction)
+        except ImportError:
+            pass
+        counts, counter = self.counts, self
+        for cls in classes:
+            if cls in self.wrapped or "run" not in cls.__dict__:
+                continue
+            original = cls.__dict__["run"]
+
+            def run(self, *args, _original=original, **kwargs):
+                if counter.compile_only and not kwargs.get("warmup", False):
+                    kwargs["warmup"] = True
+                    return _original(self, *args, **kwargs)
+                if not kwargs.get("warmup", False):
+                    mod = getattr(getattr(self, "fn", None), "__module__", None) or "?"
+                    counts[mod] = counts.get(mod, 0) + 1
+                return _original(self, *args, **kwargs)
+
+            run.__ks_launch_counter__ = True
+            cls.run = run
+            self.wrapped[cls] = run
+        try:
+            from triton.runtime.autotuner import Autotuner
+        except ImportError:
+            return
+        if "run" in Autotuner.__dict__ and Autotuner not in self.wrapped:
+            tuned = Autotuner.__dict__["run"]
+
+            def tuned_run(self, *args, _original=tuned, **kwargs):
+                if counter.compile_only:
+                    raise LaunchCounter.Autotuned()
+                return _original(self, *args, **kwargs)
+
+            Autotuner.run = tuned_run
+            self.wrapped[Autotuner] = tuned_run
+
+    def launches(self, module_name: str) -> int:
+        return self.counts.get(module_name, 0)
+
+
+class Guard:
+    """Identity check: the objects in `targets` (name -> (owner, attribute)), captured when the guard is made, must
+    be the very same objects later. The runner guards what it relies on and the timing and comparison functions a
+    cheat would reach for; advisory there (the judge, in another process, relies on none of them)."""
+
+    def __init__(self, targets: dict) -> None:
+        self.targets = dict(targets)
+        self.ids = {k: _identity(owner, attr) for k, (owner, attr) in self.targets.items()}
+
+    def changed(self) -> list[str]:
+        return [k for k, (owner, attr) in self.targets.items() if _identity(owner, attr) != self.ids[k]]
+
+
+def _identity(owner, attr):
+    obj = owner.__dict__.get(attr, getattr(owner, attr, None)) if hasattr(owner, "__dict__") else getattr(owner, attr)
+    return id(obj), obj
+
+
+def _check_outputs(problem, out) -> None:
+    """What a reference returns must be a tensor, or a tuple or list of them (ints, bools and None beside them are
+    compared exactly): a Python float is compared exactly too, so no kernel could match it, and a dict or another
+    object is not compared at all. Anything else is a ProblemError of one line."""
+    from kernelsearch.judge.correctness import flatten
+    from kernelsearch.judge.problem import ProblemError
+
+    where = f"problem {problem.name}: the reference's forward"
+    if not isinstance(out, (torch.Tensor, tuple, list)):
+        hint = " (drop the .item(): return the 0-dim tensor)" if isinstance(out, (float, int, bool)) else ""
+        raise ProblemError(f"{where} returns {type(out).__name__}, not a tensor or a tuple of tensors: outputs are "
+                           f"compared as tensors{hint}")
+    values = flatten(out)
+    for i, v in enumerate(values):
+        if isinstance(v, torch.Tensor) or v is None or type(v) in (int, bool):
+            continue
+        hint = " (drop the .item(): return the 0-dim tensor)" if isinstance(v, float) else ""
+        raise ProblemError(f"{where} returns a {type(out).__name__} whose item {i} is {type(v).__name__}: "
+                           f"outputs are compared as tensors{hint}")
+    if not any(isinstance(v, torch.Tensor) for v in values):
+        raise ProblemError(f"{where} returns a {type(out).__name__} with no tensor in it: outputs are compared as "
+                           "tensors")
+
+
+VARIANCE_MAX_ELEMENTS = 1 << 22   # output values the variance check keeps per input set (every stride-th above it)
+
+
+def check_problem_variance(problem, n_inputs: int = 4, rel_eps: float = 1e-6) -> tuple[bool, str]:
+    """Check 12: (degenerate, message). A problem whose reference output barely changes across inputs lets zeros
+    or a constant pass; flag it before searching it."""
+    from kernelsearch.judge.correctness import flatten
+
+    case = problem.cpu_timed_case()   # the largest CPU case (a 1x1 softmax is constant by nature)
+    outs = []
+    for seed in range(n_inputs):
+        torch.manual_seed(1000 + seed)
+        model = problem.module.Model(*problem.build_init_inputs(case))
+        inputs = problem.build_inputs(case, 1000 + seed, "cpu")
+        with torch.no_grad():
+            out = model(*inputs)
+        if seed == 0:
+            _check_outputs(problem, out)
+        tensors = [t.detach() for t in flatten(out) if isinstance(t, torch.Tensor)]
+        # every stride-th value where the outputs are large: the parent keeps n_inputs float64 copies of what it
+        # keeps (a level-1 problem's own case can be the one on the CPU: 41_Max_Pooling_1D's output is 3.2 GB)
+        stride = max(1, -(-sum(t.numel() for t in tensors) // VARIANCE_MAX_ELEMENTS))
+        flat = [t.flatten()[::stride].double() for t in tensors]
+        outs.append(torch.cat(flat) if flat else torch.zeros(0, dtype=torch.float64))
+        del out, inputs, model, tensors
+    stack = torch.stack(outs)
+    if stack.numel() == 0:
+        return True, f"problem {problem.name}: the reference returns no tensor"
+    spread = stack.std(dim=0).max().item() if len(outs) > 1 else 0.0
+    scale = max(stack.abs().max().item(), 1e-30)
+    if not (spread > rel_eps * scale):
+        return True, (f"variance check: problem {problem.name}'s reference output is (near) constant across "
+                      f"{n_inputs} inputs (max std {spread:.3g}, scale {scale:.3g}): zeros or a constant would pass")
+    return False, f"problem {problem.name}: output varies across inputs (max std {spread:.3g})"

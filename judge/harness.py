@@ -1,0 +1,601 @@
+"""The judge: the evaluation stages, cheapest first: static -> compile -> correctness -> timing -> roofline.
+
+The judge never imports candidate code. It reads the candidate's source as text (static checks), draws every
+seed, builds the inputs, runs the reference, holds the expected outputs, compares, keeps the clock and decides the
+status. The candidate runs in a runner process (judge/runner.py) that receives inputs and returns outputs;
+on a GPU the judge reads those outputs (and writes the inputs) in place in the runner's memory through CUDA IPC,
+with the runner frozen (SIGSTOP) while it reads. The reference is timed in a second runner that never loaded the
+candidate, by the same clock: the judge's wall clock around batches of calls (see `Judge.timing`).
+
+`evaluate` returns an `EvalResult`; a failing stage stops the rest and its status is the result. The module is
+past 500 lines because the stages share one object's state (runners, seed, memory plans, detail); the clock, the
+numerics and the memory plan are modules of their own (clock.py, numerics.py, memory.py).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import os
+import time
+from typing import Callable, ContextManager
+
+import torch
+
+from kernelsearch.judge import wire
+from kernelsearch.judge.client import RunnerClient, RunnerLost, spawn_local
+from kernelsearch.judge.correctness import compare
+from kernelsearch.judge.memory import JudgeMemory, is_out_of_memory, tensor_bytes
+from kernelsearch.judge.numerics import (
+    EAGER_SLACK_CHECK,
+    NATIVE,
+    _no_worse_than_eager,
+    _overflows,
+    eager_error,
+    normwise_error,
+    pin_precision,
+    references,
+    stability_inputs,
+    within_eager,
+)
+from kernelsearch.judge.problem import DTYPES, Case, Problem
+from kernelsearch.judge.result import EvalResult
+from kernelsearch.judge.scan import scan_source
+from kernelsearch.judge.seeds import derive_seed
+from kernelsearch.judge.settings import EvalSettings
+from kernelsearch.judge.static import check_source
+from kernelsearch.judge.status import CandidateFailure, Status
+from kernelsearch.judge.variants import SIGNED_SCALE, all_finite, signed_inputs
+
+FLOOR_SLACK = 0.95             # a time below 95 % of the I/O floor is impossible
+STABILITY_SHARED_BYTES = 1 << 30   # a case's inputs up to this size are checked for stability beside other checks
+
+
+def _same(a: list, b: list) -> bool:
+    for x, y in zip(a, b):
+        if isinstance(x, torch.Tensor):
+            if not isinstance(y, torch.Tensor) or x.shape != y.shape or x.dtype != y.dtype:
+                return False
+            y = y.to(x.device)
+            if not torch.equal(x, y) and not (x.is_floating_point() and torch.equal(x.nan_to_num(), y.nan_to_num())):
+                return False
+    return True
+
+
+def _failure_from(reply: dict, what: str, stage: str) -> CandidateFailure:
+    err = reply.get("error")
+    if not isinstance(err, dict):
+        return CandidateFailure(Status.crash, f"{what}: malformed reply from the candidate's process", stage=stage)
+    name, text, tb = (str(err.get(k, ""))[:4000] for k in ("type", "text", "tb"))
+    first = text.strip().splitlines()[0][:300] if text.strip() else ""
+    where = str(err.get("stage", ""))
+    if where in ("compile", "static"):
+        status = Status.compile_error if where == "compile" else Status.rejected
+    elif "Compil" in name or "compil" in text[:200]:
+        status = Status.compile_error
+    else:
+        status = Status.crash
+    return CandidateFailure(status, f"{what} raised {name}: {first}" if name else f"{what}: {first}",
+                            tb or None, stage=stage)
+
+
+class Judge:
+    def __init__(self, problem: Problem, source: str, settings: EvalSettings, *, mode: str, seed: int,
+                 spawn: Callable[[str], RunnerClient],
+                 lease: Callable[[str], ContextManager] = contextlib.nullcontext, candidate_path: str | None = None,
+                 candidate_user: dict | None = None):
+        self.problem, self.source, self.s = problem, source, settings
+        self.mode, self.secret = mode, seed
+        self.device = "cuda" if mode == "cuda" else "cpu"
+        self.spawn, self.lease = spawn, lease
+        self.candidate_path = candidate_path
+        self.candidate_user = candidate_user   # {"uid", "home"} of the candidate's runner, where it has its own user
+        self._case_bytes: dict[str, int] = {}   # a case's input bytes, as drawn by the correctness stage
+        self._eager_abs: dict[str, float] = {}   # a case's eager max abs error from the high-precision reference
+        self._eager_decided: set[str] = set()     # cases where eager's own error decided correctness
+        self.detail: dict = {"cases": []}
+        self.mem = JudgeMemory(self.detail, self.device, settings.judge_memory_mb)   # each case's memory plan
+        self.cand: RunnerClient | None = None
+        self.ceilings: dict | None = None
+        self.peak_mb: float | None = None
+        self.language: str | None = None
+
+    # -- runners --------------------------------------------------------------------------------------------
+    def _runner(self, role: str) -> RunnerClient:
+        r = self.spawn(role)
+        if self.mode == "cuda":
+            r.ipc = wire.IpcReader()
+        self._ask(r, {"op": "setup", "mode": self.mode, "threads": 1,
+                      "gpu_memory_fraction": self.s.gpu_memory_fraction}, "setting up", "compile")
+        return r
+
+    def _ask(self, r: RunnerClient, header: dict, what: str, stage: str, buffers: list | None = None):
+        try:
+            reply, bufs = r.request(header, buffers)
+        except RunnerLost as err:
+            raise CandidateFailure(Status.crash, f"{what}: {err}", stage=stage) from None
+        except wire.WireError as err:
+            raise CandidateFailure(Status.crash, f"{what}: malformed reply from the {r.name}'s process: {err}",
+                                   stage=stage) from None
+        if "error" in reply:
+            # slots and timed batches the judge sized (inputs, a batch's outputs, a graph's pool), or a reference
+            # runner: out of memory there is the harness's failure (seen on an H200: a priming batch's 4 GiB output)
+            if header.get("op") in ("inputs", "batch", "graph") or r is not self.cand:
+                self.mem.raise_if_out_of_memory(reply["error"], f"the {r.name}'s process {what}", stage)
+            raise _failure_from(reply, what, stage)
+        return reply, bufs
+
+    def _decode(self, r: RunnerClient, obj, bufs, what: str, stage: str, limit: int | None = None):
+        """A value from a runner, copied into the judge's own memory at once. Outputs larger than `limit` bytes
+        are refused before the copy (the judge's memory is planned for the reference's outputs)."""
+        try:
+            value = wire.decode(obj, bufs, self.device, r.ipc)
+        except wire.WireError as err:
+            raise CandidateFailure(Status.crash, f"{what}: malformed output from the candidate's process: {err}",
+                                   stage=stage) from None
+        if limit is not None and tensor_bytes([value]) > limit:
+            raise CandidateFailure(Status.incorrect, f"{what} returned {tensor_bytes([value]) / 2**20:,.1f} MiB of "
+                                   f"outputs; the reference returns {self.mem.out_bytes / 2**20:,.1f} MiB", stage=stage)
+        return _own(value)
+
+    def _build(self, case: Case, seed: int, stage: str, runners: list[tuple[RunnerClient, str]]) -> torch.nn.Module:
+        """The reference model here (trusted), built once, and each runner's model (`name` eager, or compile for
+        torch.compile's) with the same init and the same weights."""
+        init = self.problem.build_init_inputs(case)
+        init_seed = derive_seed(seed, "init")
+        torch.manual_seed(init_seed)
+        ref = self.problem.module.Model(*init)
+        state = ref.state_dict() if isinstance(ref, torch.nn.Module) else {}
+        ref = ref.to(self.device)
+        dtype = case.dtype if self.problem.builtin and case.dtype in DTYPES else None
+        if dtype:
+            ref = ref.to(DTYPES[dtype])
+        bufs: list = []
+        header = {"op": "build", "init": wire.encode(list(init), bufs), "dtype": dtype, "seed": init_seed,
+                  "state": {k: wire.encode(v, bufs) for k, v in state.items()}}
+        for r, name in runners:
+            self._ask(r, {**header, "name": name}, "ModelNew(...)", stage, bufs)
+        return ref
+
+    def _put(self, r: RunnerClient, slot: int, inputs: list, stage: str) -> list | None:
+        """Give the runner its inputs for `slot`. GPU: the runner allocates, the judge writes in place and
+        returns the views it can read back (the input check)."""
+        bufs: list = []
+        if self.mode == "cuda":
+            vals = [{"alloc": {"dtype": wire.DTYPE_NAMES[v.dtype], "shape": list(v.shape)}}
+                    if isinstance(v, torch.Tensor) else wire.encode(v, bufs) for v in inputs]
+        else:
+            vals = [wire.encode(v, bufs) for v in inputs]
+        reply, _ = self._ask(r, {"op": "inputs", "slot": slot, "values": vals}, "receiving inputs", stage, bufs)
+        if self.mode != "cuda":
+            return None
+        views = []
+        try:
+            for v, d in zip(inputs, reply.get("descs") or []):
+                if isinstance(v, torch.Tensor):
+                    view = r.ipc.tensor((d or {}).get("ipc"))
+                    if view.shape != v.shape or view.dtype != v.dtype or not view.is_contiguous():
+                        raise wire.WireError("an input buffer of the wrong shape")
+                    view.copy_(v)
+                    views.append(view)
+                else:
+                    views.append(v)
+        except wire.WireError as err:
+            raise CandidateFailure(Status.crash, f"receiving inputs: {err}", stage=stage) from None
+        torch.cuda.synchronize()
+        return views
+
+    # -- stages ---------------------------------------------------------------------------------------------
+    def compile(self) -> None:
+        self.language = check_source(self.source)
+        self.detail["language"] = self.language
+        self.detail.update(scan_source(self.source, self.language, allow=self.s.allow_torch))
+        pin_precision()
+        self.cand = self._runner("candidate")
+        self.cand.watch_strays = True   # its processes outside its group are looked for at every freeze
+        self.cand.uid = (self.candidate_user or {}).get("uid")
+        reply, _ = self._ask(self.cand, {"op": "load", "role": "candidate", "path": self.candidate_path,
+                                         "language": self.language}, "loading the candidate", "compile")
+        self._advisories(reply, "after loading", "compile")
+
+    def _advisories(self, reply: dict, when: str, stage: str) -> None:
+        """What the runner reports of its own process: advisory, it catches honest mistakes and naive cheats."""
+        if reply.get("guard"):
+            names = ", ".join(str(x) for x in reply["guard"][:10])
+            raise CandidateFailure(Status.rejected, f"identity check: the candidate replaced {names} ({when})",
+                                   stage=stage)
+        if reply.get("tf32"):
+            raise CandidateFailure(Status.rejected, f"the candidate changed the TF32/matmul precision settings "
+                                   f"({when})", stage=stage)
+        if isinstance(reply.get("threads"), int) and reply["threads"] > 0:
+            raise CandidateFailure(Status.rejected, f"thread check: {reply['threads']} thread(s) still running after "
+                                   f"{when} returned; all work must finish inside the call", stage=stage)
+
+    def _call(self, slot: int, inputs: list, views: list | None, what: str, stage: str = "correctness"):
+        reply, bufs = self._ask(self.cand, {"op": "call", "slot": slot}, what, stage)
+        self._advisories(reply, what, stage)
+        if self.language == "triton" and reply.get("launches") == 0:
+            raise CandidateFailure(Status.rejected, f"kernel-launch check: {what} launched none of the candidate's "
+                                   "own Triton kernels (the work was done some other way)", stage=stage)
+        if reply.get("alias"):
+            raise CandidateFailure(Status.rejected, f"aliasing check: output {reply['alias'][0]} of {what} shares "
+                                   "storage with an input (a view of the input, not a result of its own)",
+                                   stage=stage)
+        if reply.get("not_plain"):
+            raise CandidateFailure(Status.incorrect, f"{what} returned {str(reply['not_plain'][0])[:60]}, expected a "
+                                   "plain torch.Tensor", stage=stage)
+        if isinstance(reply.get("peak_mb"), (int, float)):
+            self.peak_mb = max(self.peak_mb or 0.0, float(reply["peak_mb"]))
+        self.cand.freeze()   # nothing runs in the candidate's process while the judge reads its memory
+        try:
+            got = self._decode(self.cand, reply.get("out"), bufs, what, stage, self.mem.out_limit())
+            after = views if views is not None else self._decode(self.cand, reply.get("inputs"), bufs, what, stage)
+            if after is not None and not _same(inputs, list(after)):
+                raise CandidateFailure(Status.rejected, f"input check: {what}: the candidate modified its inputs in "
+                                       "place", stage=stage)
+        finally:
+            self.cand.thaw()
+        return got
+
+    def correctness(self) -> None:
+        cases = self.problem.cases_for(self.mode)
+        if self.mode == "cuda" and self.language == "triton":
+            self._warm(cases)
+        for case in cases:
+            with self.lease("shared"):
+                self._check_case(case)
+        if not self.problem.builtin:   # a family draws signed inputs of its own; a problem file draws torch.rand
+            with self.lease("shared"):
+                self._signed_check(cases[0])
+        with self.lease("shared"):
+            self._repeat_check(cases[-1])
+        self._free_cached_memory()
+        case = self.mem.stability_case(cases, self.problem.stability)
+        if case is None:
+            return
+        t0 = time.perf_counter()
+        with self.lease(self._stability_lease(case)):
+            self._stability(case)
+        self._add_s("stability", t0)
+
+    def _stability_lease(self, case: Case) -> str:
+        """The stability checks' float64 references take several times a case's bytes: alone on the device when the
+        case is large (STABILITY_SHARED_BYTES), beside other evaluations' checks otherwise (an exclusive hold is
+        time no other evaluation's check or timing runs: 1.7 s an evaluation of the H200's 2.7 at concurrency 6)."""
+        if self.device != "cuda":
+            return "shared"
+        size = self._case_bytes.get(case.name)
+        return "shared" if size is not None and size <= STABILITY_SHARED_BYTES else "exclusive"
+
+    def _warm(self, cases: list[Case]) -> None:
+        """The candidate's Triton kernels compiled for every case's shapes before any lease is taken (runner `warm`:
+        compiled, not launched). Compiled inside the correctness calls, under a shared lease, the compiles (seconds)
+        held up every timing waiting for the device and, behind it, every other evaluation's checks. The candidate
+        runs no kernel here; its host code runs, as it did when it was loaded, also without a lease. Best effort:
+        the reply is advisory and only its time is kept."""
+        t0 = time.perf_counter()
+        notes = []
+        for case in cases:
+            seed = derive_seed(self.secret, case.name, "warm")
+            self._build(case, seed, "correctness", [(self.cand, "eager")])   # a case's model can differ (its init)
+            self._put(self.cand, 0, self.problem.build_inputs(case, seed, self.device), "correctness")
+            reply, _ = self._ask(self.cand, {"op": "warm", "slot": 0}, "compiling its kernels", "correctness")
+            if not reply.get("warm"):
+                notes.append(f"{case.name}: {str(reply.get('why'))[:80]}")
+                break   # an autotuned kernel or a forward that needs its outputs: the calls compile the rest
+        self.detail["warm"] = {"s": round(time.perf_counter() - t0, 3), "stopped": notes or None}
+        self._add_s("warm", t0)
+
+    def _check_case(self, case: Case) -> None:
+        atol, rtol = self.problem.tolerance(case)
+        for trial in range(self.s.trials):
+            seed = derive_seed(self.secret, case.name, trial)
+            ref = self._build(case, seed, "correctness", [(self.cand, "eager")])
+            self.mem.doing = f"building the inputs of {case.describe()}"
+            inputs = self.problem.build_inputs(case, seed, self.device)
+            plan = self.mem.plan(self.problem, case, ref, inputs)
+            views = self._put(self.cand, 0, inputs, "correctness")
+            # the candidate runs before any reference output exists, in a process that cannot see them anyway
+            t_call = time.perf_counter()
+            got = self._call(0, inputs, views, "ModelNew.forward")
+            self._add_s("candidate_calls", t_call)
+            t_ref = time.perf_counter()
+            self.mem.doing = f"computing the {plan.reference} reference of {case.describe()}"
+            want, want_hi = references(ref, inputs, plan.hi or NATIVE)
+            self._add_s("references", t_ref)
+            self.mem.doing = f"comparing the outputs of {case.describe()} (chunks of {plan.chunk:,} elements)"
+            cmp = self._judge_values(case, got, want, want_hi, atol, rtol, plan.chunk)
+            self.detail["cases"].append({"case": case.describe(), "trial": trial, "ok": cmp.ok,
+                                         "max_abs": cmp.max_abs, "max_rel": cmp.max_rel,
+                                         **({"judged_by": "eager's own error"} if case.name in self._eager_decided
+                                            else {})})
+            if not cmp.ok:
+                raise CandidateFailure(Status.incorrect, f"case {case.describe()} trial {trial}: {cmp.reason}"
+                                       f"{self._precision_note(case)}", cmp.detail or None, stage="correctness")
+            del got, want, want_hi
+
+    def _judge_values(self, case: Case, got, want, want_hi, atol: float, rtol: float, chunk: int):
+        """`compare`, and where its values fail a tolerance that eager misses as well, eager's own error decides
+        (numerics.within_eager); eager's max abs error is kept for the timed-output check (`timed_tolerance`)."""
+        cmp = compare(got, want, want_hi, atol, rtol, chunk)
+        if want_hi is not want and case.name not in self._eager_abs:
+            self._eager_abs[case.name] = eager_error(want, want_hi, chunk)
+        if not cmp.ok:
+            cmp, decided = within_eager(got, want, want_hi, atol, rtol, cmp, chunk)
+            if decided is not None:
+                self._eager_decided.add(case.name)
+        return cmp
+
+    def timed_tolerance(self, case: Case) -> tuple[float, float]:
+        """The timed outputs' (atol, rtol). They are checked against eager's answer in float32 (clock.py), which is
+        itself up to eager's max abs error E from the high-precision reference the correctness stage used: atol + E,
+        or (EAGER_SLACK_CHECK + 1) x E where eager's own error decided correctness."""
+        atol, rtol = self.problem.tolerance(case)
+        e = self._eager_abs.get(case.name, 0.0)
+        if case.name in self._eager_decided:
+            return max(atol + e, (EAGER_SLACK_CHECK + 1.0) * e), rtol
+        return atol + e, rtol
+
+    def _signed_check(self, case: Case) -> None:
+        """The smallest case once more with every one-signed floating input given random signs and 4x its magnitude
+        (judge/variants.py): a kernel must compute the reference's function, not only on the values the
+        problem's generator draws. Skipped, and said in the detail, where no input is one-signed or the reference
+        is not finite there."""
+        seed = derive_seed(self.secret, case.name, "signed")
+        ref = self._build(case, seed, "correctness", [(self.cand, "eager")])
+        self.mem.doing = f"building the signed-input case of {case.describe()}"
+        drawn = signed_inputs(self.problem.build_inputs(case, seed, self.device), derive_seed(seed, "signs"))
+        if drawn is None:
+            self.detail["signed"] = {"case": case.describe(), "run": False, "why": "no input is all of one sign"}
+            return
+        inputs, changed = drawn
+        plan = self.mem.plan(self.problem, case, ref, inputs)
+        views = self._put(self.cand, 0, inputs, "correctness")
+        got = self._call(0, inputs, views, "ModelNew.forward (signed-input case)")
+        self.mem.doing = f"computing the reference of the signed-input case of {case.describe()}"
+        want, want_hi = references(ref, inputs, plan.hi or NATIVE)
+        if not all_finite(want_hi) or not all_finite(want):
+            self.detail["signed"] = {"case": case.describe(), "run": False,
+                                     "why": "the reference is not finite on signed inputs"}
+            return
+        atol, rtol = self.problem.tolerance(case)
+        signed = dataclasses.replace(case, name=f"{case.name}+signed")
+        cmp = self._judge_values(signed, got, want, want_hi, atol, rtol, plan.chunk)
+        normwise = None
+        if not cmp.ok and "values off by more than" in cmp.reason:
+            # signed values make sums cancel: a running sum near zero after a long history is off by eps x that
+            # history, not by rtol x its value (an honest fp32 cumsum fails elementwise where eager accumulates in
+            # float64, as torch does on the CPU); the case is there for sign and range, so it is judged normwise
+            normwise = normwise_error(got, want_hi)
+            if normwise <= rtol:
+                cmp.ok = True
+            else:
+                cmp.reason += f"; normwise error {normwise:.3g} is over rtol {rtol:g} too"
+        self.detail["signed"] = {"case": case.describe(), "run": True, "inputs": changed, "ok": cmp.ok,
+                                 "max_abs": cmp.max_abs, "max_rel": cmp.max_rel,
+                                 **({"normwise": normwise} if normwise is not None else {})}
+        if not cmp.ok:
+            which = ", ".join(str(i) for i in changed)
+            raise CandidateFailure(Status.incorrect, f"signed-input case {case.describe()}: {cmp.reason} (input(s) "
+                                   f"{which} given random signs and {SIGNED_SCALE:g}x their magnitude: the problem "
+                                   "draws them all of one sign, and a kernel must compute the reference's function "
+                                   "beyond the values its generator draws)", cmp.detail or None, stage="correctness")
+
+    def _repeat_check(self, case: Case) -> None:
+        """Two calls on different inputs of the same shape, both before the reference runs; both must be right (a
+        cache keyed on shape, data_ptr, version or a global returns the first answer twice)."""
+        seed = derive_seed(self.secret, case.name, "repeat")
+        ref = self._build(case, seed, "correctness", [(self.cand, "eager")])
+        self.mem.doing = f"building two input sets of {case.describe()} (the cache check)"
+        sets = [self.problem.build_inputs(case, derive_seed(seed, i), self.device) for i in range(2)]
+        plan = self.mem.plan(self.problem, case, ref, sets[0])
+        self._case_bytes[case.name] = sum(t.numel() * t.element_size() for t in sets[0] if isinstance(t, torch.Tensor))
+        outs = []
+        for i, inputs in enumerate(sets):
+            views = self._put(self.cand, 0, inputs, "correctness")
+            outs.append(self._call(0, inputs, views, f"ModelNew.forward (repeat call {i})"))
+        atol, rtol = self.problem.tolerance(case)
+        self.mem.doing = f"the references and comparisons of the cache check on {case.describe()}"
+        for i, inputs in enumerate(sets):
+            cmp = self._judge_values(case, outs[i], *references(ref, inputs, plan.hi or NATIVE), atol, rtol,
+                                     plan.chunk)
+            if not cmp.ok:
+                raise CandidateFailure(Status.incorrect, f"cache check: call {i} of two on different inputs of shape "
+                                       f"{case.describe()} is wrong ({cmp.reason}): results are reused across "
+                                       "calls", cmp.detail or None, stage="correctness")
+
+    def _stability(self, case: Case) -> None:
+        for name in self.problem.stability:
+            failure = self._stability_one(case, name)
+            self._free_cached_memory()
+            if failure is not None:
+                raise failure
+
+    def _stability_one(self, case: Case, name: str) -> CandidateFailure | None:
+        atol, rtol = self.problem.stability_tolerance(case)
+        seed = derive_seed(self.secret, case.name, "stability", name)
+        ref = self._build(case, seed, "correctness", [(self.cand, "eager")])
+        self.mem.doing = f"building the {name} stability inputs of {case.describe()}"
+        inputs = stability_inputs(name, self.problem.build_inputs(case, seed, self.device), case.dtype, seed)
+        plan = self.mem.plan(self.problem, case, ref, inputs)
+        views = self._put(self.cand, 0, inputs, "correctness")
+        got = self._call(0, inputs, views, f"ModelNew.forward ({name} inputs)")
+        self.mem.doing = f"the float64 reference and comparison of the {name} stability inputs of {case.describe()}"
+        want, want_hi = references(ref, inputs, torch.float64)
+        if _overflows(want, want_hi):
+            self.detail["cases"].append({"case": f"{case.describe()} {name}", "skipped": "out of range"})
+            return None
+        cmp = compare(got, want, want_hi, atol, rtol, plan.chunk)
+        judged = "tolerance"
+        if not cmp.ok and not compare(want, want, want_hi, atol, rtol, plan.chunk).ok:
+            cmp = _no_worse_than_eager(got, want, want_hi, cmp)
+            judged = "eager's own error"
+        self.detail["cases"].append({"case": f"{case.describe()} {name}", "trial": 0, "ok": cmp.ok,
+                                     "max_abs": cmp.max_abs, "max_rel": cmp.max_rel, "judged_by": judged})
+        if cmp.ok:
+            return None
+        return CandidateFailure(Status.incorrect, f"stability check ({name} inputs) on {case.describe()}: "
+                                f"{cmp.reason}", cmp.detail or None, stage="correctness")
+
+    def aot(self) -> None:
+        """No GPU here: the candidate's kernels compiled for the H200 (sm_90), in a child process of the candidate's
+        own user (it runs candidate code: never in the judge). A compile error is the candidate's; a clean report
+        is information, not a verdict."""
+        from kernelsearch.judge.aot import aot_report
+
+        # a family's timed case is sized for the compile (its specialisations are the GPU's); a problem file's own
+        # size can be gigabytes of inputs on this CPU, so its largest interpreter-sized case stands in
+        case = None if self.problem.builtin else self.problem.cpu_timed_case()
+        report = aot_report(self.source, self.problem, case, as_user=self.candidate_user, isolate=True)
+        report = {k: report.get(k) for k in ("status", "kernels", "error", "wall_s")}
+        self.detail["sm90"] = report
+        if report.get("status") == "compile_error":
+            lines = [ln for ln in str(report.get("error", "")).strip().splitlines() if ln.strip()] or [""]
+            first = lines[0].split(" at ")[0].rstrip(":")
+            raise CandidateFailure(Status.compile_error, f"sm_90 compile failed: {first}: {lines[-1][:300]}",
+                                   str(report.get("error"))[:6000], stage="compile_sm90")
+
+    # -- timing ---------------------------------------------------------------------------------------------
+    def timing(self) -> dict:
+        from kernelsearch.judge.clock import time_sides
+
+        return time_sides(self)
+
+    # -- helpers --------------------------------------------------------------------------------------------
+    def _add_s(self, key: str, since: float) -> None:
+        st = self.detail.setdefault("stage_s", {})
+        st[f"in_{key}"] = round(st.get(f"in_{key}", 0.0) + time.perf_counter() - since, 3)
+
+    def _free_cached_memory(self) -> None:
+        if self.device == "cuda":
+            gc.collect()
+            torch.cuda.empty_cache()
+
+    def _precision_note(self, case: Case) -> str:
+        casts = self.detail.get("low_precision_casts")
+        if case.dtype == "float32" and casts:
+            return f" [precision check: fp32 problem, but the candidate casts to lower precision: {'; '.join(casts)}]"
+        return ""
+
+    def close(self) -> None:
+        if self.cand is not None:
+            self.cand.close()
+
+
+def _own(value):
+    """Copy a decoded value into the judge's own memory (an IPC view must not outlive the runner's thaw)."""
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, list):
+        return [_own(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_own(v) for v in value)
+    return value   # scalars, strings, dtypes: immutable
+
+
+def io_floor_ms(in_bytes: int, out_bytes: int, ceil: dict) -> float | None:
+    """The time a call's inputs and outputs alone take to move once at the measured copy bandwidth."""
+    gbps = ceil.get("copy_gbps")
+    if not gbps:
+        return None
+    return (in_bytes + out_bytes) / (gbps * 1e9) * 1e3
+
+
+def evaluate(problem: Problem, source: str, settings: EvalSettings, *, mode: str = "cpu", seed: int | None = None,
+             spawn: Callable[[str], RunnerClient] | None = None, candidate_path: str | None = None,
+             lease: Callable[[str], ContextManager] = contextlib.nullcontext, device_name: str | None = None,
+             candidate_user: dict | None = None) -> EvalResult:
+    """Run the stages as the judge; return the result (status always set).
+
+    `spawn(role)` starts a runner and returns its client; by default a plain local subprocess
+    (judge/runner.py `spawn_local`); the pool passes runners it started sandboxed."""
+    if seed is None:
+        seed = int.from_bytes(os.urandom(6), "little")
+    tmp = None
+    if candidate_path is None:   # the runner loads the candidate from a file (Triton reads kernel source back)
+        import tempfile
+
+        tmp = tempfile.mkdtemp(prefix="ks-judge-")
+        candidate_path = os.path.join(tmp, "candidate.py")
+        with open(candidate_path, "w") as f:
+            f.write(source)
+    judge = Judge(problem, source, settings, mode=mode, seed=seed, spawn=spawn or spawn_local, lease=lease,
+                  candidate_path=candidate_path, candidate_user=candidate_user)
+    result = EvalResult(status=Status.ok, timing_kind="judge-wall-clock" if mode == "cuda" else "cpu-interpreter",
+                        device=device_name or ("cpu-interpreter" if mode == "cpu" else "cuda"))
+    stage = "static"
+    stage_s = judge.detail.setdefault("stage_s", {})
+    t0 = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal t0
+        now = time.perf_counter()
+        stage_s[name] = round(now - t0, 3)
+        t0 = now
+    try:
+        stage = "compile"
+        judge.compile()
+        lap("compile")
+        stage = "correctness"
+        judge.correctness()
+        lap("correctness")
+        if mode == "cpu" and settings.aot_compile:
+            stage = "compile_sm90"
+            judge.aot()
+            lap("compile_sm90")
+        stage = "timing"
+        timed = judge.timing()
+        lap("timing")
+        case: Case = timed.pop("case")
+        judge.detail["timings"] = timed.pop("timings")
+        judge.detail["timing_case"] = timed.pop("timing_case")
+        in_bytes, out_bytes = timed.pop("in_bytes"), timed.pop("out_bytes")
+        for k, v in timed.items():
+            setattr(result, k, v)
+        if mode == "cuda":
+            stage = "roofline"
+            from kernelsearch.judge.roofline import ceilings, roofline
+
+            ceil = judge.ceilings or ceilings("cuda")
+            judge.detail["ceilings"] = ceil
+            floor = io_floor_ms(in_bytes, out_bytes, ceil)
+            judge.detail["io_floor_ms"] = floor
+            if floor is not None and result.time_ms < FLOOR_SLACK * floor:
+                raise CandidateFailure(Status.rejected, f"floor check: {result.time_ms:.4g} ms per call is below the "
+                                       f"{floor:.4g} ms its inputs and outputs ({(in_bytes + out_bytes) / 1e6:.1f} MB) "
+                                       "take to move once at the measured copy bandwidth", stage="roofline")
+            flops = problem.flops(case) if problem.flops else None
+            nbytes = problem.bytes_moved(case) if problem.bytes_moved else None
+            r = roofline(flops, nbytes, result.time_ms, case.dtype, ceil)
+            result.gbps, result.tflops = r.get("gbps"), r.get("tflops")
+            result.roofline_fraction, result.bottleneck = r.get("roofline_fraction"), r.get("bottleneck")
+            frac = r.get("roofline_fraction")
+            if frac is not None and frac > 1.05:
+                raise CandidateFailure(Status.rejected, f"impossible speed: {frac:.2f}x the roofline of the "
+                                       "measured ceilings (faster than the bytes or FLOPs allow)", stage="roofline")
+        result.status, result.stage, result.reason = Status.ok, "timing", None
+    except (CandidateFailure, MemoryError, RuntimeError) as f:
+        if not isinstance(f, CandidateFailure):
+            if not is_out_of_memory(f):
+                raise
+            import traceback
+
+            f = judge.mem.failure(f, stage)
+            f.text = traceback.format_exc(limit=-6)
+        result.status, result.reason, result.error_text = f.status, f.reason, f.text
+        result.stage = f.stage or stage
+        for k in ("time_ms", "ref_time_ms", "speedup", "compile_ref_time_ms", "speedup_compile", "gbps", "tflops",
+                  "roofline_fraction", "bottleneck"):
+            setattr(result, k, None)
+    finally:
+        judge.close()
+        if tmp:
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+    result.peak_vram_mb = judge.peak_mb
+    if "torch_ops" in judge.detail:   # the scan passed: the allowed torch operations the host code calls
+        result.torch_ops = ",".join(judge.detail["torch_ops"])
+        judge.detail["allow_torch"] = list(settings.allow_torch)
+    result.detail = judge.detail
+    return result

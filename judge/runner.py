@@ -1,0 +1,408 @@
+"""A runner: the process that holds one model (the candidate's ModelNew, or the reference for timing) and runs it on
+the inputs the judge gives it. It is the untrusted side of an evaluation: nothing it says is a verdict.
+
+It serves one judge over one socket (judge/wire.py frames), one request at a time:
+  setup {mode, threads, gpu_memory_fraction}         -> {pid, device}
+  load {role: candidate, path} | {role: reference, problem}
+  build {init, state, dtype, seed}                   the model, its weights sent by the judge (identical on both sides)
+  inputs {slot, values}                              CPU: values as bytes; GPU: {"alloc": spec} -> the runner allocates
+                                                     and describes them (IPC), and the judge writes them in place
+  warm {slot}                                        GPU: the forward with Triton kernels compiled, not launched;
+                                                     then a fresh copy of the candidate's module (no state kept)
+  call {slot}                                        -> {out, launches, threads, guard, tf32, inputs (CPU)}
+  batch {slots, n}                                   n calls rotating over the slots, outputs kept, device synchronized
+  describe {}                                        -> the kept outputs (IPC descriptors or bytes)
+  aot {problem}                                      -> the sm_90 compile report (CPU machines)
+  exit
+Every failure becomes an {"error": {...}} reply with text only; what the candidate raises is never re-raised in the
+judge. The launch, thread, identity and precision reports are advisory: they catch honest mistakes and naive
+cheats; a candidate that rewrites this process can falsify them, which is why the judge decides from outputs it
+reads itself and times with its own clock.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sys
+import threading
+import time
+import traceback
+
+import torch
+
+from kernelsearch.judge import numerics, wire
+
+MAX_SOURCE_BYTES = 1 << 20
+_SYNC = torch._C._cuda_synchronize if hasattr(torch._C, "_cuda_synchronize") else torch.cuda.synchronize
+
+
+class _Failure(Exception):
+    def __init__(self, stage: str, err: BaseException | str):
+        super().__init__(str(err))
+        self.stage = stage
+        self.err = err
+
+
+def _describe_exception(err: BaseException) -> dict:
+    """Text of any exception, however malformed (a __str__ that raises, odd attributes, a non-str message)."""
+    try:
+        name = type(err).__name__
+        name = name if isinstance(name, str) else "exception"
+    except BaseException:  # noqa: BLE001
+        name = "exception"
+    try:
+        text = str(err)
+    except BaseException:  # noqa: BLE001
+        text = "<the exception could not be printed>"
+    try:
+        tb = "".join(traceback.format_exception(type(err), err, err.__traceback__, limit=-6))
+    except BaseException:  # noqa: BLE001
+        tb = ""
+    return {"type": name[:100], "text": text[:4000], "tb": tb[-6000:]}
+
+
+def _guard_targets() -> dict:
+    """What the runner itself relies on, and the timing/comparison functions a cheat would reach for."""
+    t = {"time.perf_counter": (time, "perf_counter"), "time.perf_counter_ns": (time, "perf_counter_ns"),
+         "time.time": (time, "time"), "time.monotonic": (time, "monotonic"),
+         "torch.cuda.synchronize": (torch.cuda, "synchronize"), "torch.cuda.Event": (torch.cuda, "Event"),
+         "torch.cuda.current_stream": (torch.cuda, "current_stream"),
+         "torch.allclose": (torch, "allclose"), "torch.isclose": (torch, "isclose"), "torch.equal": (torch, "equal"),
+         "torch.testing.assert_close": (torch.testing, "assert_close"),
+         "torch.Tensor.__eq__": (torch.Tensor, "__eq__"), "torch.Tensor.clone": (torch.Tensor, "clone"),
+         "torch.Tensor.to": (torch.Tensor, "to"), "torch.Tensor.fill_": (torch.Tensor, "fill_"),
+         "threading.active_count": (threading, "active_count"), "socket.socket.sendall": (socket.socket, "sendall")}
+    from kernelsearch.judge import correctness
+
+    for mod, names in ((correctness, ("compare", "_compare_values", "flatten")),
+                       (numerics, ("references", "normwise_error"))):
+        for name in names:
+            t[f"{mod.__name__.rsplit('.', 1)[-1]}.{name}"] = (mod, name)
+    try:
+        from triton.runtime.jit import JITFunction
+        t["triton.JITFunction.run"] = (JITFunction, "run")
+    except ImportError:
+        pass
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+        t["triton.InterpretedFunction.run"] = (InterpretedFunction, "run")
+    except ImportError:
+        pass
+    return t
+
+
+class Runner:
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.mode = "cpu"
+        self.device = "cpu"
+        self.role = None
+        self.module = None
+        self.module_name = ""
+        self.language = None
+        self.source = ""
+        self.model = None
+        self.slots: dict[int, list] = {}
+        self.kept: list = []
+        self.ipc = None
+        self.graph = None
+        self.launches = None
+        self.guard = None
+        self.path = ""
+        self.warmed = 0   # warm-ups done: each leaves a fresh copy of the candidate's module
+
+    # -- plumbing ---------------------------------------------------------------------------------------------
+    def reply(self, header: dict, buffers: list | None = None) -> None:
+        wire.send(self.sock, header, buffers or [])
+
+    def out_value(self, value, buffers: list, new_segments: dict):
+        if self.ipc is not None:
+            return wire.encode(value, buffers, lambda t: self._ipc_or_bytes(t, buffers, new_segments))
+        return wire.encode(value, buffers)
+
+    def _ipc_or_bytes(self, t: torch.Tensor, buffers: list, new_segments: dict):
+        if t.is_cuda:
+            return self.ipc.describe(t, new_segments)
+        return wire.encode_bytes(t, buffers)
+
+    def sync(self) -> None:
+        if self.device == "cuda":
+            _SYNC()   # bound at import, before any candidate code: rebinding torch.cuda.synchronize changes nothing
+
+    # -- ops --------------------------------------------------------------------------------------------------
+    def op_setup(self, req: dict) -> dict:
+        self.mode = req.get("mode", "cpu")
+        torch.set_num_threads(int(req.get("threads", 1)))
+        if self.mode == "cuda":
+            self.device = "cuda"
+            torch.cuda.set_per_process_memory_fraction(float(req.get("gpu_memory_fraction", 0.8)), 0)
+            self.ipc = wire.IpcWriter()
+        numerics.pin_precision()   # as in the judge; a change is reported
+        return {"pid": os.getpid(), "device": torch.cuda.get_device_name(0) if self.mode == "cuda" else "cpu"}
+
+    def op_load(self, req: dict) -> dict:
+        from kernelsearch.judge.anticheat import Guard, LaunchCounter
+        from kernelsearch.judge.problem import load_problem, load_source_module
+
+        self.role = req.get("role")
+        if self.role == "reference":
+            problem = load_problem(req["problem"])
+            self.module = problem.module
+            self.cls = self.module.Model
+            return {"ok": True}
+        path = self.path = req["path"]
+        with open(path, "rb") as f:
+            raw = f.read(MAX_SOURCE_BYTES + 1)
+        if len(raw) > MAX_SOURCE_BYTES:
+            raise _Failure("static", f"the candidate source is over the {MAX_SOURCE_BYTES}-byte cap")
+        self.source = raw.decode("utf-8", errors="replace")
+        self.language = req.get("language")
+        self.launches = LaunchCounter()
+        self.launches.install()
+        self.guard = Guard(_guard_targets())
+        self.module_name = f"ks_candidate_{os.getpid()}"
+        try:
+            self.module = load_source_module(self.source, self.module_name, filename=path)
+        except BaseException as err:  # noqa: BLE001
+            raise _Failure("compile", err) from None
+        if not hasattr(self.module, "ModelNew"):
+            raise _Failure("compile", "the candidate defines no ModelNew")
+        self.cls = self.module.ModelNew
+        return {"ok": True, "guard": self.guard.changed(), "tf32": self._tf32_changed()}
+
+    def _tf32_changed(self) -> bool:
+        return not numerics.precision_pinned()
+
+    def op_build(self, req: dict, buffers: list) -> dict:
+        init = wire.decode(req["init"], buffers)
+        state = {k: wire.decode(v, buffers) for k, v in (req.get("state") or {}).items()}
+        self.model = None
+        torch.manual_seed(int(req.get("seed", 0)))
+        try:
+            model = self.cls(*init)
+            if state and isinstance(model, torch.nn.Module):
+                model.load_state_dict(state, strict=False)
+            if isinstance(model, torch.nn.Module):
+                model = model.to(self.device)
+                if req.get("dtype"):
+                    model = model.to(wire.DTYPES[req["dtype"]])
+        except BaseException as err:  # noqa: BLE001
+            raise _Failure("compile", err) from None
+        if req.get("name") == "compile":
+            model = torch.compile(model)
+        self.model = model
+        self.kept = []
+        self.graph = None
+        return {"ok": True}
+
+    def op_inputs(self, req: dict, buffers: list) -> tuple[dict, list]:
+        values, descs, out_bufs, segs = [], [], [], {}
+        for v in req["values"]:
+            if isinstance(v, dict) and "alloc" in v:   # GPU: the judge writes it in place
+                spec = v["alloc"]
+                t = torch.empty(wire._shape(spec.get("shape")), dtype=wire._dtype(spec.get("dtype")),
+                                device=self.device)
+                values.append(t)
+                descs.append(self.ipc.describe(t, segs))
+            else:
+                values.append(wire.decode(v, buffers, self.device))
+                descs.append(None)
+        self.slots[int(req["slot"])] = values
+        return {"descs": descs, "segs": segs}, out_bufs
+
+    def op_call(self, req: dict) -> tuple[dict, list]:
+        inputs = self.slots[int(req["slot"])]
+        threads = threading.active_count()
+        launched = self.launches.launches(self.module_name) if self.launches else 0
+        if self.device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        try:
+            with torch.no_grad():
+                out = self.model(*inputs)
+            self.sync()
+        except BaseException as err:  # noqa: BLE001
+            raise _Failure("call", err) from None
+        info = {"threads": threading.active_count() - threads,
+                "launches": (self.launches.launches(self.module_name) - launched) if self.launches else None,
+                "guard": self.guard.changed() if self.guard else [], "tf32": self._tf32_changed(),
+                "alias": _aliases(out, inputs),
+                "not_plain": [type(o).__name__ for o in wire.flat_tensors(out) if type(o) is not torch.Tensor]}
+        if self.device == "cuda":
+            info["peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
+        buffers, segs = [], {}
+        info["out"] = self.out_value(out, buffers, segs)
+        if self.device != "cuda":
+            info["inputs"] = wire.encode(inputs, buffers)
+        info["segs"] = segs
+        self.kept = [out]
+        return info, buffers
+
+    def op_warm(self, req: dict) -> dict:
+        """The candidate's forward on a slot with its Triton kernels compiled but not launched (GPU), so that the
+        compiles, seconds each, happen before the judge takes a lease for the correctness calls rather than inside
+        it, where a timing waiting for the device waited on them. Best effort: whatever the forward does with
+        outputs that were never computed may fail, and an autotuned kernel stops it; the first real call compiles
+        what is left. The judge reads nothing from it but its wall time."""
+        from kernelsearch.judge.anticheat import LaunchCounter
+        from kernelsearch.judge.problem import load_source_module
+
+        if self.launches is None or self.device != "cuda":
+            return {"warm": False, "why": "no Triton on a GPU here"}
+        inputs = self.slots[int(req["slot"])]
+        t0 = time.perf_counter()
+        self.launches.compile_only = True
+        try:
+            with torch.no_grad():
+                self.model(*inputs)
+            why = None
+        except LaunchCounter.Autotuned:
+            why = "autotuned kernel"
+        except BaseException as err:  # noqa: BLE001 - outputs never computed may make the forward fail: expected
+            why = f"{type(err).__name__}"
+        finally:
+            self.launches.compile_only = False
+        self.sync()
+        # A fresh copy of the module, so no state of the warm-up (a table cached from outputs never computed, a flag)
+        # reaches a real call; its kernels compile again from the on-disk cache the warm-up filled (milliseconds).
+        self.model, self.kept, self.graph = None, [], None
+        self.warmed += 1
+        self.module_name = f"ks_candidate_{os.getpid()}_{self.warmed}"
+        try:
+            self.module = load_source_module(self.source, self.module_name, filename=self.path)
+            self.cls = self.module.ModelNew
+        except BaseException as err:  # noqa: BLE001 - it loaded once: a second load that fails is the candidate's
+            raise _Failure("compile", err) from None
+        return {"warm": why is None, "why": why, "wall_s": round(time.perf_counter() - t0, 3)}
+
+    def op_graph(self, req: dict) -> dict:
+        """Capture one CUDA graph that runs the model on each of the given slots in order (outputs static), so a
+        timed batch is one replay: the kernels back to back, without the host's launch overhead in between."""
+        key = tuple(int(x) for x in req["slots"])
+        slots = [self.slots[k] for k in key]
+        self.graph = None
+        if self.device != "cuda":
+            return {"graph": False, "why": "no CUDA device"}
+        try:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side), torch.no_grad():   # warm-up off the default stream, as capture wants
+                for x in slots:
+                    self.model(*x)
+            torch.cuda.current_stream().wait_stream(side)
+            torch.cuda.synchronize()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g), torch.no_grad():
+                outs = [self.model(*x) for x in slots]
+            torch.cuda.synchronize()
+        except BaseException as err:  # noqa: BLE001 - not capturable: timed by an eager loop instead
+            with contextlib.suppress(BaseException):
+                torch.cuda.synchronize()
+            return {"graph": False, "why": _describe_exception(err)["text"][:300]}
+        self.graph = (key, g, outs)
+        return {"graph": True}
+
+    def op_batch(self, req: dict) -> dict:
+        key = tuple(int(s) for s in req["slots"])
+        n = int(req["n"])
+        model = self.model
+        timed = bool(req.get("events")) and self.device == "cuda"
+        if timed:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+        try:
+            if self.graph is not None and self.graph[0] == key and n == len(key):
+                self.graph[1].replay()
+                self.kept = list(self.graph[2])
+            else:
+                slots = [self.slots[k] for k in key]
+                self.kept = []
+                with torch.no_grad():
+                    for i in range(n):
+                        self.kept.append(model(*slots[i % len(slots)]))
+            if timed:
+                end.record()
+            self.sync()
+        except BaseException as err:  # noqa: BLE001
+            raise _Failure("call", err) from None
+        # events are recorded on every side, so each runner does the same host work around its batch; the judge
+        # trusts a reference's (reference code) to tell the wall clock's overhead from the device time, and lets the
+        # candidate's (its word) only lower the candidate's credit (judge/clock.batch_credit)
+        return {"done": n, "event_ms": start.elapsed_time(end) if timed else None,
+                "guard": self.guard.changed() if self.guard else []}
+
+    def op_ping(self, req: dict) -> dict:
+        """A one-element device op and a synchronize, just before a timed batch: the GPU switches to this process's
+        context here, not inside the batch (a switch cost 0.5-0.8 ms a batch on an H200)."""
+        if self.device == "cuda":
+            torch.zeros(1, device="cuda").add_(1)
+            torch.cuda.synchronize()
+        return {"ok": True}
+
+    def op_describe(self, req: dict) -> tuple[dict, list]:
+        buffers, segs = [], {}
+        outs = [self.out_value(o, buffers, segs) for o in self.kept]
+        return {"outs": outs, "segs": segs}, buffers
+
+    # -- loop -------------------------------------------------------------------------------------------------
+    def serve(self) -> None:
+        while True:
+            try:
+                req, buffers = wire.recv(self.sock)
+            except EOFError:
+                return
+            op = req.get("op")
+            try:
+                if op == "exit":
+                    self.reply({"ok": True})
+                    return
+                handler = getattr(self, f"op_{op}", None)
+                if handler is None:
+                    raise _Failure("protocol", f"unknown op {op!r}")
+                res = handler(req, buffers) if op in ("build", "inputs") else handler(req)
+                header, bufs = res if isinstance(res, tuple) else (res, [])
+                self.reply(header, bufs)
+            except _Failure as f:
+                err = f.err if isinstance(f.err, BaseException) else None
+                desc = _describe_exception(err) if err is not None else {"type": "", "text": str(f.err), "tb": ""}
+                self.reply({"error": {"stage": f.stage, **desc}})
+            except BaseException as err:  # noqa: BLE001 - anything else is this op's failure, reported as text
+                self.reply({"error": {"stage": op or "protocol", **_describe_exception(err)}})
+
+
+def _aliases(out, inputs: list) -> list[int]:
+    ptrs = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor) and t.numel()}
+    hits = []
+    for j, o in enumerate(wire.flat_tensors(out)):
+        try:
+            if o.numel() and o.untyped_storage().data_ptr() in ptrs:
+                hits.append(j)
+        except Exception:  # noqa: BLE001 - a tensor without storage is refused by the judge's comparison
+            continue
+    return hits
+
+
+def serve_fd(fd: int) -> None:
+    """Serve the judge on the connected socket `fd`, then leave without the interpreter's teardown (a
+    candidate's atexit or __del__ changes nothing)."""
+    from kernelsearch.judge.isolation import become_subreaper
+
+    become_subreaper()   # before any candidate code: a daemon it double-forks stays this runner's descendant
+    sock = socket.socket(fileno=fd)
+    try:
+        Runner(sock).serve()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+def main() -> None:
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    serve_fd(int(sys.argv[1]))
+
+
+if __name__ == "__main__":
+    main()

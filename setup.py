@@ -1,4 +1,4 @@
-"""Package discovery for the layout of DESIGN.md; everything else is in pyproject.toml.
+"""Package discovery for the rooms of docs/design.md (section 1); everything else is in pyproject.toml.
 
 Each top-level folder is one room of `kernelsearch.*` (`agent/` is `kernelsearch.agent`), mapped by `package-dir`
 in pyproject.toml. pyproject's own `packages.find` names a package after its folder (`agent`, not

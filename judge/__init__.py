@@ -1,1 +1,2 @@
-"""Problems, correctness, timing, roofline and the built-in kernel families. Imports only kernelsearch.store."""
+"""The judge: the trusted part of an evaluation (problems, the judge process, runners, wire, clock, isolation, static
+scan, correctness, numerics, memory plan, typed result). Imports only itself and kernelsearch.store (docs/design.md)."""

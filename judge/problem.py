@@ -30,7 +30,7 @@ FAMILIES_DIR = Path(__file__).resolve().parent.parent / "families"
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
 
-# (atol, rtol) per dtype: fp32 about 1e-4 relative, bf16 about 1e-2 (DESIGN.md, issue 4).
+# (atol, rtol) per dtype: fp32 about 1e-4 relative, bf16 about 1e-2 (docs/design.md section 3; issue 4).
 DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
     "float32": (1e-5, 1e-4),
     "float16": (1e-3, 2e-3),

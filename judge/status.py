@@ -1,4 +1,4 @@
-"""Evaluation statuses: failures are data (CONVENTIONS.md 5)."""
+"""Evaluation statuses: failures are data (docs/design.md section 4)."""
 from kernelsearch.store.status import Status
 
 __all__ = ["Status", "CandidateFailure", "HarnessFailure"]

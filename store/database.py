@@ -28,7 +28,7 @@ class StoreError(Exception):
 
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-CORE_TABLES = ("run", "idea", "kernel", "evaluation", "llmcall")   # DESIGN.md's tables: a store has them all
+CORE_TABLES = ("run", "idea", "kernel", "evaluation", "llmcall")   # docs/design.md section 5: a store has them all
 # columns added after stores were first written, all nullable: a store without them is an older one, not a damaged
 # one. Opened for writing it gets them (ALTER TABLE ADD COLUMN, NULL in every old row); opened read-only, where the
 # file cannot change, each such table is shadowed for that connection by a TEMP view that adds them as NULL.

@@ -61,9 +61,10 @@ class Evaluation(SQLModel, table=True):
     status: str                           # ok | compile_error | incorrect | timeout | crash | rejected | harness_error
     reason: Optional[str] = None          # one line: why it is not ok (the check that failed)
     error_text: Optional[str] = None      # the longer text kept for the next prompt (traceback, mismatches)
-    stage: Optional[str] = None           # the last stage reached: static | compile | correctness | timing
+    stage: Optional[str] = None           # the last stage reached: static | compile | correctness | compile_sm90 |
+    #                                       timing | roofline, or worker (the pool) | feasibility (the controller)
     time_ms: Optional[float] = None       # candidate median on the timed case
-    ref_time_ms: Optional[float] = None   # eager reference median, interleaved in the same worker
+    ref_time_ms: Optional[float] = None   # eager reference median, its own runner, interleaved with the candidate
     compile_ref_time_ms: Optional[float] = None  # torch.compile reference median, where asked
     speedup: Optional[float] = None       # ref_time_ms / time_ms
     speedup_compile: Optional[float] = None
@@ -71,7 +72,7 @@ class Evaluation(SQLModel, table=True):
     tflops: Optional[float] = None
     roofline_fraction: Optional[float] = None
     bottleneck: Optional[str] = None      # memory | compute
-    timing_kind: Optional[str] = None     # cuda-events | cpu-interpreter
+    timing_kind: Optional[str] = None     # judge-wall-clock (GPU) | cpu-interpreter
     device: Optional[str] = None
     gpu_index: Optional[int] = None       # the lease the timing held
     detail_json: str = "{}"               # per-stage detail: cases, errors, spread, registers, output

@@ -1,5 +1,5 @@
-"""Evaluation statuses, the one list: failures are data (CONVENTIONS.md 5). In the lowest room, so the store, the
-views and the controller name statuses by this enum, and the judge (judge/status.py) produces them."""
+"""Evaluation statuses, the one list: failures are data (docs/design.md section 4). In the lowest room, so the store,
+the views and the controller name statuses by this enum, and the judge (judge/status.py) produces them."""
 from enum import Enum
 
 

@@ -135,7 +135,7 @@ def test_imports_flow_one_way():
     """store <- judge <- families <- generators <- sandbox <- agent <- search <- kernelsearch (CLI); prompts is data
     read from agent up."""
     bad = _violations()
-    assert not bad, f"{len(bad)} import(s) against the layering of DESIGN.md:\n  " + "\n  ".join(bad)
+    assert not bad, f"{len(bad)} import(s) against the layering of docs/design.md:\n  " + "\n  ".join(bad)
 
 
 def test_long_modules_say_why():

@@ -158,7 +158,11 @@ def drop_capabilities() -> None:
 
 def confine_candidate(uid: int | None) -> None:
     """What a process that runs candidate code gives up before that code loads: its user for `uid`, a user of its
-    own (`drop_privileges`), or, keeping the pool's user, every capability (`drop_capabilities`)."""
+    own (`drop_privileges`), or, keeping the pool's user, every capability (`drop_capabilities`). First it makes
+    itself the kernel's OOM killer's first choice (oom_score_adj 1000, which it cannot lower again without
+    CAP_SYS_RESOURCE): a candidate that drives the host out of memory is killed before the judge is."""
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")
     if uid is not None:
         drop_privileges(uid)
     else:

@@ -394,10 +394,11 @@ class EvaluatorPool:
         drainer = asyncio.create_task(drain())
         os.write(ctrl_w, (json.dumps(request) + "\n").encode())
         killed_outside: str | None = None
+        judge_killed: str | None = None
         try:
             result, lease_wait = await self._serve(reader, ctrl_w, gpu)
             if result is None:   # no result and no timeout: how the judge ended, before the pool kills anything
-                killed_outside = await _judge_killed_outside(exits, oom_kills)
+                killed_outside, judge_killed = await _judge_killed_outside(exits, oom_kills, uid is not None)
         finally:
             # the candidate's processes outside its runner's group first (a daemon in a session of its own, which
             # killing the group misses), found while the runner, their subreaper, still holds them; by user too
@@ -427,6 +428,8 @@ class EvaluatorPool:
         if result is None and killed_outside:
             result = EvalResult.failure(Status.harness_error, killed_outside, stage="worker",
                                         error_text=output[-4000:])
+        elif result is None and judge_killed:
+            result = EvalResult.failure(Status.crash, judge_killed, stage="worker", error_text=output[-4000:])
         elif result is None:
             how = f"signal {signal.Signals(-rc).name}" if rc < 0 else f"exit code {rc}"
             tail = output.strip().splitlines()[-1:] or [""]
@@ -447,24 +450,31 @@ def _oom_kills() -> int | None:
     return None
 
 
-async def _judge_killed_outside(exits: list[asyncio.Future], oom_kills: int | None) -> str | None:
-    """The judge's result pipe closed with no result, before the timeout and the pool's kill: a judge killed by
-    SIGKILL while the candidate's runner (exits[0]) was alive was killed from outside, most likely by the OOM killer
-    for its own memory: `harness_error`'s reason line. None otherwise (the candidate's crash, as before)."""
+async def _judge_killed_outside(exits: list[asyncio.Future], oom_kills: int | None,
+                                isolated: bool) -> tuple[str | None, str | None]:
+    """How the judge ended when its result pipe closed with no result, before the timeout and the pool's kill:
+    (harness_error's reason, None) where the judge was killed by SIGKILL while the candidate's runner (exits[0]) was
+    alive, the kernel's OOM killer killed a process meanwhile, and the candidate could not have sent the signal (its
+    runner has a user of its own); else (None, the crash's reason or None). A candidate that keeps the pool's user can
+    signal the judge, so a judge killed then is the candidate's crash: a wrong kernel must not turn its verdict into
+    the harness's uncharged failure by killing the judge (fixture round3/kill_judge)."""
     try:
         rc = await asyncio.wait_for(asyncio.shield(exits[-1]), timeout=5)
     except Exception:  # noqa: BLE001 - not known: judged as before
-        return None
+        return None, None
     if rc != -signal.SIGKILL or exits[0].done():
-        return None
+        return None, None
     now = _oom_kills()
-    if oom_kills is not None and now is not None and now > oom_kills:
-        why = f"the host's OOM-kill count rose by {now - oom_kills} during the evaluation"
-    else:
-        why = "the host's OOM-kill count " + ("did not change" if now is not None else "is unknown")
-        why += "; else the judge's CPU-time limit, or another process"
-    return (f"the judge was killed (SIGKILL) while the candidate's process was alive, before the timeout: the "
-            f"harness's failure, not the candidate's (most likely the kernel's OOM killer: {why})")
+    oom = oom_kills is not None and now is not None and now > oom_kills
+    if oom and isolated:
+        return (f"the judge was killed (SIGKILL) while the candidate's process was alive, before the timeout, and the "
+                f"host's OOM-kill count rose by {now - oom_kills}: the harness's failure, not the candidate's (the "
+                f"kernel's OOM killer; the candidate's user could not signal the judge)"), None
+    why = ("the host's OOM-kill count rose, but " if oom else "") + (
+        "the candidate's process keeps the pool's user and could signal it" if not isolated
+        else "the OOM-kill count did not change")
+    return None, (f"the judge was killed (SIGKILL) while the candidate's process was alive, before the timeout: "
+                  f"charged to the candidate ({why})")
 
 
 async def _pipe_reader(fd: int) -> asyncio.StreamReader:

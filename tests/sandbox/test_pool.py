@@ -155,10 +155,17 @@ def test_cpu_workers_are_forked_from_the_fork_server_and_exec_still_works():
     assert "GROUP True" in r.detail["output"]
 
 
-@pytest.mark.parametrize("sig, status", [(signal.SIGKILL, "harness_error"), (signal.SIGTERM, "crash")])
-def test_a_judge_killed_from_outside_is_the_harness_failure(tmp_path, monkeypatch, sig, status):
-    """The judge killed by SIGKILL (as the kernel's OOM killer does) while the candidate's runner is alive and before
-    the timeout: harness_error, not charged to the candidate. Any other death of the judge stays a crash."""
+@pytest.mark.parametrize("sig, oom", [(signal.SIGKILL, True), (signal.SIGKILL, False), (signal.SIGTERM, False)])
+def test_a_judge_killed_from_outside_is_the_harness_failure_only_where_the_candidate_could_not(
+        tmp_path, monkeypatch, sig, oom):
+    """The judge killed by SIGKILL while the candidate's runner is alive and before the timeout is harness_error (not
+    charged) only where the kernel's OOM killer killed something meanwhile and the candidate's runner has a user of its
+    own (it could not have sent the signal: fixture round3/kill_judge did, to escape its verdict). Otherwise, and for
+    any other death of the judge, the candidate's crash."""
+    import kernelsearch.sandbox.pool as pool_module
+
+    counts = iter(range(100, 10_000))
+    monkeypatch.setattr(pool_module, "_oom_kills", (lambda: next(counts)) if oom else (lambda: 7))
     shared = tempfile.mkdtemp()            # the candidate's runner may be a user of its own: a folder open to all
     os.chmod(shared, 0o777)
     marker = os.path.join(shared, "running")
@@ -191,8 +198,13 @@ def test_a_judge_killed_from_outside_is_the_harness_failure(tmp_path, monkeypatc
         pool.close()
         shutil.rmtree(shared, ignore_errors=True)
     assert time.monotonic() - t0 < 60   # not the timeout
+    isolated = r.detail["candidate_user"] is not None
+    status = "harness_error" if sig == signal.SIGKILL and oom and isolated else "crash"
     assert r.status == status, r
-    if status == "harness_error":
+    if sig == signal.SIGKILL:
         assert "the judge was killed (SIGKILL) while the candidate's process was alive" in r.reason, r.reason
+        if status == "crash":
+            assert "charged to the candidate" in r.reason, r.reason
+            assert ("could signal it" in r.reason) == (not isolated), r.reason
     else:
         assert "the judge died (signal SIGTERM)" in r.reason, r.reason

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import torch
 
 from kernelsearch.families.space import Move, SearchSpace, fill, next_pow2
+from kernelsearch.generators.common import Match
 from kernelsearch.generators.pointwise import _OPS, _PROLOGUE, DEFAULT_INIT, FLOATS, self_attr
 from kernelsearch.generators.trace import Traced, meta, op_name, schema_args
 from kernelsearch.judge.problem import Case
@@ -377,8 +378,6 @@ def cumulative_space(g: ScanGraph, traced: Traced) -> SearchSpace:
 
 def match_cumulative(traced: Traced):
     """A cumsum or cumprod (with a producer, flips, or the exclusive form) as the generated scan family's Match."""
-    from kernelsearch.generators.match import Match
-
     g = match_scan_graph(traced)
     if g is None:
         return None

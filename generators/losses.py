@@ -33,6 +33,7 @@ import dataclasses
 import torch
 
 from kernelsearch.families.space import Move, SearchSpace, fill, held_budget, num_programs
+from kernelsearch.generators.common import Match
 from kernelsearch.generators.pointwise import (
     _PROLOGUE,
     DEFAULT_INIT,
@@ -570,8 +571,6 @@ def row_norm_space(g: RowNormGraph, traced: Traced) -> SearchSpace:
 def match_loss(traced: Traced):
     """Match: elementwise ops, one sum or mean of every element, scalar ops (a loss), or that scalar broadcast back
     over a tensor (x / ||x||_F); None for any other graph."""
-    from kernelsearch.generators.match import Match
-
     lg = match_loss_graph(traced)
     if lg is None:
         g = match_row_norm_graph(traced)

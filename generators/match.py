@@ -18,46 +18,49 @@ says what was found. In order:
   (matched_products.py); batch norm in training mode gets a generated per-channel normalisation (matched_batchnorm.py);
 - the triplet margin loss gets generated row distances and a fixed-order mean (matched_triplet.py);
 - anything else raises `Unmatched`, one line naming the ops found and saying to use an LLM provider.
-The module is long because each family's matcher reads its own pattern of the traced graph; they share the adapter.
+The `Match` returned, `Unmatched` and the adapter around a family's template are generators/common.py's, which
+every matcher imports (never this module, which imports them all).
 """
 from __future__ import annotations
 
-import importlib
 import math
-from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
-from kernelsearch.families.space import SearchSpace
+from kernelsearch.generators.common import (
+    LAYOUT,
+    LLM_HINT,
+    Match,
+    Unmatched,
+    adapted_space,
+    core_ops,
+    operand,
+    shape_text,
+    tensor_input,
+    with_helper,
+)
+from kernelsearch.generators.cumulative import match_cumulative
+from kernelsearch.generators.losses import match_loss
+from kernelsearch.generators.matched_batchnorm import match_batch_norm
+from kernelsearch.generators.matched_extra import match_extra
+from kernelsearch.generators.matched_products import match_flattened_product, match_triangular
+from kernelsearch.generators.matched_triplet import match_triplet
 from kernelsearch.generators.pointwise import DEFAULT as POINTWISE_DEFAULT
 from kernelsearch.generators.pointwise import (
     DEFAULT_INIT,
-    FLOATS,
     NotPointwise,
     match_pointwise,
     pointwise_space,
     render_kernel,
     self_attr,
 )
+from kernelsearch.generators.pooling import match_pooling
 from kernelsearch.generators.reduction import reduction_space
 from kernelsearch.generators.trace import Traced, TraceError, meta, op_name, schema_args, trace_problem
 from kernelsearch.judge.problem import Case, Problem, ProblemError
 
-# the limits of a matched space depend on the problem's shape, not on a case: one stands for all where none is given
-ANY_CASE = Case("problem", {}, timed=True)
-LLM_HINT = "use an LLM provider (openai, anthropic, openai-compatible)"
-
-
-class Unmatched(Exception):
-    """The offline provider has nothing to search for this problem; the message is one line saying why."""
-
-
-@dataclass
-class Match:
-    kind: str            # "pointwise", or the family whose template is used
-    summary: str         # what was found: "elementwise gelu -> mul on 16x1000 float32", "softmax over dim 1 of ..."
-    space: SearchSpace
+# Match, Unmatched and LLM_HINT live in common.py (the matchers import them there); the rooms above import them here
+__all__ = ["LLM_HINT", "Match", "Unmatched", "adapted_space", "match_problem"]
 
 
 def match_problem(problem: Problem) -> Match:
@@ -84,69 +87,6 @@ def match_problem(problem: Problem) -> Match:
                     f"(not elementwise: {why}; not one family's operation); {LLM_HINT}")
 
 
-# -- a family's template around the problem's ModelNew ---------------------------------------------------------------
-
-_ADAPTER = '''
-
-
-import math  # noqa: E402,F401 - what the reference's constructor may use
-import torch.nn as nn  # noqa: E402,F401
-
-
-class ModelNew(torch.nn.Module):
-    # the problem's constructor and forward around the {family} family's kernel ({summary})
-{init}
-
-    def forward(self, {args}):
-{body}
-'''
-
-
-def adapted_space(family: str, traced: Traced, body: list[str], summary: str, default: dict | None = None,
-                  fits: Callable[[dict], bool] | None = None, space_module: str | None = None,
-                  case: Case | None = None, family_template: Callable[[dict], str] | None = None,
-                  case_limits: bool = False) -> SearchSpace:
-    """`family`'s search space whose every kernel ends with a ModelNew of the problem's constructor and forward,
-    whose forward is `body` (lines calling the family's public function). The starter is the family's point for
-    the problem's shape `case` (its space's `default_for`: a 512-wide softmax row does not start from the 32000-wide
-    one's 32 warps), `default` overriding it where given; `fits` drops points that cannot run at the shape."""
-    from kernelsearch.generators.pointwise import DEFAULT_INIT
-
-    fam = importlib.import_module(f"kernelsearch.families.{space_module or family}.space").SPACE
-    adapter = _ADAPTER.format(family=family, summary=summary, init=traced.init_source or DEFAULT_INIT,
-                              args=", ".join(traced.forward_args) or "*inputs",
-                              body="\n".join("        " + line for line in body))
-
-    render = family_template or fam.template
-
-    def template(p: dict) -> str:
-        code = render(p)
-        return code.replace("class ModelNew(", "class _FamilyModelNew(", 1).rstrip("\n") + adapter
-
-    start = {**(fam.default_for(case) if case is not None else fam.default), **(default or {})}
-
-    # the family's own limits model reads its own cases' dimensions; here the problem's shape decides (`fits`, or
-    # the family's model at the problem's `case` where its dimensions are the family's)
-    def limits(p: dict, _case: Case) -> str | None:
-        if fits is not None and not fits(p):
-            return f"does not fit {summary}"
-        return fam.limits(p, case) if case_limits and case is not None else None
-
-    return SearchSpace(params=fam.params, default=start, template=template, moves=fam.moves, tuning=fam.tuning,
-                       cases=(ANY_CASE,), limits=limits)
-
-
-def _core(traced: Traced, names: set[str]) -> list:
-    """The graph's ops other than getitem and copies; None where one is not in `names`."""
-    ops = [n for n in traced.ops if op_name(n) not in ("getitem", "clone", "alias", "detach")]
-    return ops if all(op_name(n) in names for n in ops) else None
-
-
-def _tensor_input(traced: Traced, node):
-    inp = traced.input_of(node) if isinstance(node, torch.fx.Node) else None
-    return inp if inp is not None and inp.kind == "tensor" and inp.dtype in FLOATS else None
-
-
 def _dim(d: int, ndim: int) -> int:
     return d % ndim if ndim else 0
 
@@ -156,11 +96,11 @@ def _moved(x: str, d: int, ndim: int) -> str:
 
 
 def _softmax(traced: Traced) -> Match | None:
-    ops = _core(traced, {"_softmax"})
+    ops = core_ops(traced, {"_softmax"})
     if not ops or len(ops) != 1 or ops[0] is not _result(traced):
         return None
     a = schema_args(ops[0])
-    x = _tensor_input(traced, a["self"])
+    x = tensor_input(traced, a["self"])
     if x is None or not x.shape:
         return None
     nd = len(x.shape)
@@ -168,7 +108,7 @@ def _softmax(traced: Traced) -> Match | None:
     cols = x.shape[d]
     call = f"softmax({_moved(x.name, d, nd)})"
     body = [f"return {call}" if d == nd - 1 else f"return {call}.movedim(-1, {d})"]
-    summary = f"softmax over dim {d} of {_shape(x)}"
+    summary = f"softmax over dim {d} of {shape_text(x)}"
     block = max(triton_next_pow2(cols), 16)
     # (the family's rule for other shapes starts a row too wide for registers from the online sweep, short rows
     # packed a few a program)
@@ -179,11 +119,11 @@ def _softmax(traced: Traced) -> Match | None:
 
 
 def _sum(traced: Traced) -> Match | None:
-    ops = _core(traced, {"sum"})
+    ops = core_ops(traced, {"sum"})
     if not ops or len(ops) != 1 or ops[0] is not _result(traced):
         return None
     a = schema_args(ops[0])
-    x = _tensor_input(traced, a["self"])
+    x = tensor_input(traced, a["self"])
     dims = a.get("dim")
     if x is None or not x.shape or not isinstance(dims, (list, tuple)) or len(dims) != 1 or a.get("dtype"):
         return None
@@ -191,40 +131,12 @@ def _sum(traced: Traced) -> Match | None:
     d = _dim(dims[0], nd)
     call = f"sum_last_dim({_moved(x.name, d, nd)})"
     body = [f"return {call}.unsqueeze({d})" if a.get("keepdim") else f"return {call}"]
-    summary = f"sum over dim {d} of {_shape(x)}{' (keepdim)' if a.get('keepdim') else ''}"
+    summary = f"sum over dim {d} of {shape_text(x)}{' (keepdim)' if a.get('keepdim') else ''}"
     return Match("reduce", summary, adapted_space("reduce", traced, body, summary, case=_rows_case(x, x.shape[d])))
 
 
-_LAYOUT = {"t", "permute", "transpose", "view", "_unsafe_view", "reshape", "expand"}
-
-
-def _operand(traced: Traced, node) -> tuple[str, object] | None:
-    """A matmul operand as host code: a forward argument, transposed or with its leading dims flattened."""
-    x = _tensor_input(traced, node)
-    if x is not None:
-        return x.name, x
-    if not isinstance(node, torch.fx.Node) or op_name(node) not in _LAYOUT:
-        return None
-    src = _operand(traced, node.args[0])
-    m, s = meta(node), meta(node.args[0])
-    if src is None or m is None or s is None:
-        return None
-    expr, inp = src
-    name = op_name(node)
-    if name in ("t", "permute", "transpose") and m.dim() == 2 and s.dim() == 2 and \
-            tuple(m.shape) == tuple(reversed(s.shape)):
-        return f"{expr}.t()", inp
-    if name in ("transpose", "permute") and m.dim() == 3 and s.dim() == 3 and \
-            tuple(m.shape) == (s.shape[0], s.shape[2], s.shape[1]):
-        return f"{expr}.transpose(1, 2)", inp
-    if name in ("view", "reshape", "_unsafe_view") and m.dim() == 2 and s.dim() > 2 and \
-            m.shape[1] == s.shape[-1] and m.shape[0] == math.prod(s.shape[:-1]):
-        return f"{expr}.reshape(-1, {expr}.shape[-1])", (inp, expr)
-    return None
-
-
 def _matmul(traced: Traced) -> Match | None:
-    ops = _core(traced, {"mm", "bmm"} | _LAYOUT)
+    ops = core_ops(traced, {"mm", "bmm"} | LAYOUT)
     if not ops:
         return None
     cores = [n for n in ops if op_name(n) in ("mm", "bmm")]
@@ -233,7 +145,7 @@ def _matmul(traced: Traced) -> Match | None:
     if op_name(cores[0]) == "bmm":
         return _batched_matmul(traced, cores[0])
     mm = cores[0]
-    a, b = (_operand(traced, mm.args[i]) for i in (0, 1))
+    a, b = (operand(traced, mm.args[i]) for i in (0, 1))
     if a is None or b is None or isinstance(b[1], tuple):
         return None
     out = _result(traced)
@@ -250,7 +162,7 @@ def _matmul(traced: Traced) -> Match | None:
     x = a[1][0] if isinstance(a[1], tuple) else a[1]
     if x.dtype != b[1].dtype:
         return None
-    summary = f"{op_name(mm)} of {_shape(x)} and {_shape(b[1])}"
+    summary = f"{op_name(mm)} of {shape_text(x)} and {shape_text(b[1])}"
     ma, mc = meta(mm.args[0]), meta(mm)
     case = None
     if ma is not None and mc is not None:
@@ -293,7 +205,7 @@ def _batched_operand(traced: Traced, node) -> tuple[str, object] | None:
             return None
         suffix = ".transpose(-2, -1)"
         n = n.args[0]
-    x = _tensor_input(traced, n)
+    x = tensor_input(traced, n)
     if x is None or len(x.shape) < 2:
         return None
     return f"{x.name}{suffix}", x
@@ -322,33 +234,21 @@ def _batched_matmul(traced: Traced, mm) -> Match | None:
     dtype = str(a[1].dtype).removeprefix("torch.")
     case = Case("problem", {"batch": math.prod(batch), "m": M, "n": N, "k": K}, dtype, timed=True)
     body = [f"return bmm({a[0]}, {b[0]})"]
-    summary = f"bmm of {_shape(a[1])} and {_shape(b[1])}"
+    summary = f"bmm of {shape_text(a[1])} and {shape_text(b[1])}"
     space = adapted_space("matmul", traced, body, summary, case=case, family_template=batched_template,
                           case_limits=True)
     return Match("matmul", summary, space)
 
 
-def _with_helper(space: SearchSpace, helper: str) -> SearchSpace:
-    inner = space.template
-
-    def template(p: dict) -> str:
-        code = inner(p)
-        at = code.index("\n\nclass ModelNew(")
-        return code[:at] + "\n" + helper.rstrip("\n") + code[at:]
-
-    return SearchSpace(params=space.params, default=space.default, template=template, moves=space.moves,
-                       tuning=space.tuning, cases=space.cases, limits=space.limits, shaped=space.shaped)
-
-
 def _layernorm(traced: Traced) -> Match | None:
-    ops = _core(traced, {"native_layer_norm"})
+    ops = core_ops(traced, {"native_layer_norm"})
     if not ops or len(ops) != 1:
         return None
     out = _result(traced)
     if not (op_name(out) == "getitem" and out.args[0] is ops[0] and out.args[1] == 0):
         return None
     a = schema_args(ops[0])
-    x = _tensor_input(traced, a["input"])
+    x = tensor_input(traced, a["input"])
     w, bias = (traced.input_of(a[k]) if isinstance(a.get(k), torch.fx.Node) else None for k in ("weight", "bias"))
     if x is None or w is None or bias is None or w.kind != "param" or bias.kind != "param":
         return None
@@ -356,7 +256,7 @@ def _layernorm(traced: Traced) -> Match | None:
     cols = math.prod(a["normalized_shape"])
     body = [f"return layer_norm({x.name}, {self_attr(w.name)}, {self_attr(bias.name)}, {float(a['eps'])!r}, "
             f"n_dims={n_dims})"]
-    summary = f"layer norm over the last {n_dims} dims of {_shape(x)}"
+    summary = f"layer norm over the last {n_dims} dims of {shape_text(x)}"
     # few, very wide rows (KernelBench's 16 rows of 4M): the split kernel of layernorm_crfm's starter
     wide = cols > 65536
     space = adapted_space("layernorm", traced, body, summary, space_module="layernorm_crfm" if wide else None,
@@ -365,7 +265,7 @@ def _layernorm(traced: Traced) -> Match | None:
 
 
 def _cross_entropy(traced: Traced) -> Match | None:
-    ops = _core(traced, {"_log_softmax", "nll_loss_forward"})
+    ops = core_ops(traced, {"_log_softmax", "nll_loss_forward"})
     if not ops or [op_name(n) for n in ops] != ["_log_softmax", "nll_loss_forward"]:
         return None
     lsm, nll = ops
@@ -373,19 +273,19 @@ def _cross_entropy(traced: Traced) -> Match | None:
     if not (op_name(out) == "getitem" and out.args[0] is nll and out.args[1] == 0):
         return None
     a, b = schema_args(lsm), schema_args(nll)
-    x = _tensor_input(traced, a["self"])
+    x = tensor_input(traced, a["self"])
     t = traced.input_of(b["target"]) if isinstance(b["target"], torch.fx.Node) else None
     if x is None or t is None or t.kind != "tensor" or len(x.shape) != 2 or _dim(a["dim"], 2) != 1 or \
             b["self"] is not lsm or b.get("weight") is not None or b.get("reduction") != 1:
         return None
     body = [f"return cross_entropy({x.name}, {t.name}, {int(b['ignore_index'])})"]
-    summary = f"cross-entropy (mean) of {_shape(x)} logits"
+    summary = f"cross-entropy (mean) of {shape_text(x)} logits"
     return Match("cross_entropy", summary, adapted_space("cross_entropy", traced, body, summary))
 
 
 def _rmsnorm(traced: Traced) -> Match | None:
     """x / sqrt(mean(x^2, dim, keepdim) + eps) (or x * rsqrt(...)), along one dim, with no weight."""
-    ops = _core(traced, {"pow", "mul", "mean", "add", "sqrt", "rsqrt", "div"})
+    ops = core_ops(traced, {"pow", "mul", "mean", "add", "sqrt", "rsqrt", "div"})
     if not ops or len(ops) != 5:
         return None
     names = [op_name(n) for n in ops]
@@ -393,7 +293,7 @@ def _rmsnorm(traced: Traced) -> Match | None:
                      ["mul", "mean", "add", "sqrt", "div"], ["mul", "mean", "add", "rsqrt", "mul"]):
         return None
     sq, mean, add, root, fin = ops
-    x = _tensor_input(traced, sq.args[0])
+    x = tensor_input(traced, sq.args[0])
     sa, ma, aa, fa = schema_args(sq), schema_args(mean), schema_args(add), schema_args(fin)
     square = sa.get("exponent") == 2 if names[0] == "pow" else sa.get("other") is sq.args[0]
     dims = ma.get("dim")
@@ -408,7 +308,7 @@ def _rmsnorm(traced: Traced) -> Match | None:
     call = f"rms_norm({_moved(x.name, d, nd)}, torch.ones({x.name}.shape[{d}], dtype={x.name}.dtype, " \
            f"device={x.name}.device), {eps!r})"
     body = [f"return {call}" if d == nd - 1 else f"return {call}.movedim(-1, {d})"]
-    summary = f"RMS norm over dim {d} of {_shape(x)} (no weight)"
+    summary = f"RMS norm over dim {d} of {shape_text(x)} (no weight)"
     return Match("rmsnorm", summary, adapted_space("rmsnorm", traced, body, summary,
                                                    case=_rows_case(x, x.shape[d])))
 
@@ -427,7 +327,7 @@ def _gemm_epilogue(traced: Traced) -> Match | None:
     if addmm and (a.get("beta", 1) != 1 or a.get("alpha", 1) != 1):
         return None
     x_node, w_node = (a["mat1"], a["mat2"]) if addmm else (a["self"], a["mat2"])
-    x = _tensor_input(traced, x_node)
+    x = tensor_input(traced, x_node)
     if x is None or len(x.shape) != 2:
         return None
     skip = {mm}
@@ -453,19 +353,19 @@ def _gemm_epilogue(traced: Traced) -> Match | None:
     except NotPointwise:
         return None
     m = meta(mm)
-    summary = (f"linear {_shape(x)} -> {m.shape[-1]}, then elementwise {' -> '.join(pg.ops)} (the matmul family's "
+    summary = (f"linear {shape_text(x)} -> {m.shape[-1]}, then elementwise {' -> '.join(pg.ops)} (the matmul family's "
                f"GEMM, then one generated elementwise kernel)")
     args = ", ".join([o.expr for o in pg.operands] + pg.numbers)
     body = [f"y = matmul({x.name}, {w_expr})", f"return pointwise({args})"]
     space = adapted_space("matmul", traced, body, summary)
     epilogue = render_kernel(pg, dict(POINTWISE_DEFAULT), prefix="_pw")
     epilogue = epilogue.replace("import torch\nimport triton\nimport triton.language as tl\n", "", 1)
-    return Match("gemm_epilogue", summary, _with_helper(space, "\n\n" + epilogue.strip("\n") + "\n"))
+    return Match("gemm_epilogue", summary, with_helper(space, "\n\n" + epilogue.strip("\n") + "\n"))
 
 
 def _reduce_other(traced: Traced) -> Match | None:
     """mean, amax/amin, or max/min's values along one dim: the generated reduction (generators/reduction.py)."""
-    ops = _core(traced, {"mean", "amax", "amin", "max", "min"})
+    ops = core_ops(traced, {"mean", "amax", "amin", "max", "min"})
     if not ops or len(ops) != 1:
         return None
     node, out = ops[0], _result(traced)
@@ -479,20 +379,22 @@ def _reduce_other(traced: Traced) -> Match | None:
         if out is not node:
             return None
         dims = a.get("dim")
-    x = _tensor_input(traced, a["self"])
+    x = tensor_input(traced, a["self"])
     if x is None or not x.shape or not isinstance(dims, (list, tuple)) or len(dims) != 1 or a.get("dtype"):
         return None
     nd = len(x.shape)
     d = _dim(dims[0], nd)
     op = {"amax": "max", "amin": "min"}.get(name, name)
     keep = bool(a.get("keepdim"))
-    summary = f"{op} over dim {d} of {_shape(x)}{' (keepdim)' if keep else ''}"
+    summary = f"{op} over dim {d} of {shape_text(x)}{' (keepdim)' if keep else ''}"
     space = reduction_space(op, d, keep, math.prod(x.shape[d + 1:]), x.name,
                             ", ".join(traced.forward_args) or "*inputs", traced.init_source or DEFAULT_INIT, summary)
     return Match("reduction", summary, space)
 
 
-_FAMILY_MATCHERS = (_softmax, _sum, _matmul, _layernorm, _cross_entropy, _rmsnorm, _gemm_epilogue, _reduce_other)
+_FAMILY_MATCHERS = (_softmax, _sum, _matmul, _layernorm, _cross_entropy, _rmsnorm, _gemm_epilogue, _reduce_other,
+                    match_extra, match_pooling, match_loss, match_cumulative, match_triangular,
+                    match_flattened_product, match_batch_norm, match_triplet)
 
 
 def _rows_case(x, cols: int) -> Case:
@@ -505,38 +407,5 @@ def _result(traced: Traced):
     return traced.output
 
 
-def _shape(inp) -> str:
-    return "x".join(map(str, inp.shape)) + " " + str(inp.dtype).removeprefix("torch.")
-
-
 def triton_next_pow2(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())
-
-
-from kernelsearch.generators.matched_extra import match_extra  # noqa: E402 - imports Match lazily
-
-_FAMILY_MATCHERS += (match_extra,)
-
-from kernelsearch.generators.pooling import match_pooling  # noqa: E402 - imports Match lazily
-
-_FAMILY_MATCHERS += (match_pooling,)
-
-from kernelsearch.generators.losses import match_loss  # noqa: E402 - imports Match lazily
-
-_FAMILY_MATCHERS += (match_loss,)
-
-from kernelsearch.generators.cumulative import match_cumulative  # noqa: E402 - imports Match lazily
-
-_FAMILY_MATCHERS += (match_cumulative,)
-
-from kernelsearch.generators.matched_products import match_flattened_product, match_triangular  # noqa: E402
-
-_FAMILY_MATCHERS += (match_triangular, match_flattened_product)
-
-from kernelsearch.generators.matched_batchnorm import match_batch_norm  # noqa: E402 - imports Match lazily
-
-_FAMILY_MATCHERS += (match_batch_norm,)
-
-from kernelsearch.generators.matched_triplet import match_triplet  # noqa: E402 - imports Match lazily
-
-_FAMILY_MATCHERS += (match_triplet,)

@@ -16,7 +16,12 @@ from __future__ import annotations
 import torch
 
 from kernelsearch.families.space import SearchSpace, fill
-from kernelsearch.generators.matched_extra import _model, _shape, _tensor, chunked_space
+from kernelsearch.generators.common import Match, shape_text
+from kernelsearch.generators.matched_extra import _model, _tensor, chan_stats_kernel, chunked_space
+
+# a channel's chunk statistics merged: matched_extra.py's kernel for a row's, one program a channel
+_BN_STATS = chan_stats_kernel("_bn_stats_kernel", "ch", "a channel's mean and 1/std (biased variance, as training "
+                              "mode normalises) from its chunks' (Chan et al.)")
 
 _BN = '''import torch
 import triton
@@ -50,20 +55,7 @@ def _bn_chunk_stats_kernel(x_ptr, mean_ptr, m2_ptr, C, HW, L, n_chunks, CHUNK: t
     tl.store(m2_ptr + ch * n_chunks + k, tl.sum(d * d, axis=0))
 
 
-@triton.jit
-def _bn_stats_kernel(mean_ptr, m2_ptr, stat_ptr, L, n_chunks, eps, CHUNK: tl.constexpr, PARTS: tl.constexpr):
-    # a channel's mean and 1/std (biased variance, as training mode normalises) from its chunks' (Chan et al.)
-    ch = tl.program_id(0)
-    k = tl.arange(0, PARTS)
-    km = k < n_chunks
-    means = tl.load(mean_ptr + ch * n_chunks + k, mask=km, other=0.0)
-    m2s = tl.load(m2_ptr + ch * n_chunks + k, mask=km, other=0.0)
-    ns = tl.where(km, tl.minimum(L - k * CHUNK, CHUNK), 0).to(tl.float32)
-    mean = tl.sum(ns * means, axis=0) / L
-    dm = tl.where(km, means - mean, 0.0)
-    var = (tl.sum(m2s, axis=0) + tl.sum(ns * dm * dm, axis=0)) / L
-    tl.store(stat_ptr + 2 * ch, mean)
-    tl.store(stat_ptr + 2 * ch + 1, tl.rsqrt(var + eps))
+$STATS_KERNEL
 
 
 @triton.jit
@@ -110,8 +102,8 @@ def batch_norm_space(eps: float, traced, call: str, what: str) -> SearchSpace:
     """Chunks of CHUNK positions of a channel on num_warps warps (the row normalisation's knobs and limits)."""
 
     def template(p: dict) -> str:
-        return fill(_BN, {"WHAT": what, "EPS": repr(float(eps)), "CHUNK": p["CHUNK"],
-                          "num_warps": p["num_warps"]}) + _model(traced, call)
+        return fill(_BN, {"WHAT": what, "EPS": repr(float(eps)), "CHUNK": p["CHUNK"], "num_warps": p["num_warps"],
+                          "STATS_KERNEL": _BN_STATS}) + _model(traced, call)
 
     return chunked_space(template, "each channel's values")
 
@@ -119,7 +111,6 @@ def batch_norm_space(eps: float, traced, call: str, what: str) -> SearchSpace:
 def match_batch_norm(traced):
     """nn.BatchNorm in training mode as traced: native_batch_norm (training) of a forward argument, its output 0
     returned, beside the module's `num_batches_tracked += 1`; weight and bias parameters, or none (affine=False)."""
-    from kernelsearch.generators.match import Match
     from kernelsearch.generators.pointwise import self_attr
     from kernelsearch.generators.trace import op_name, schema_args
 
@@ -141,7 +132,7 @@ def match_batch_norm(traced):
     w, b = (traced.input_of(a[k]) if isinstance(a.get(k), torch.fx.Node) else None for k in ("weight", "bias"))
     if (w is None) != (b is None) or (w is not None and (w.kind != "param" or b.kind != "param")):
         return None
-    summary = f"batch norm (training mode) of {_shape(x)}" + ("" if w is not None else ", no affine")
+    summary = f"batch norm (training mode) of {shape_text(x)}" + ("" if w is not None else ", no affine")
     call = (f"batch_norm({x.name}, {self_attr(w.name)}, {self_attr(b.name)})" if w is not None
             else f"batch_norm({x.name}, None, None)")
     return Match("batch_norm", summary, batch_norm_space(a["eps"], traced, call, summary))

@@ -4,7 +4,8 @@ one dim, and instance / group normalisation (rows of H*W or C/G*H*W with a per-c
 `match_extra(traced)` tries each pattern in turn and returns a `Match` with its own search space, or None. Each
 kernel is one template below (read as code: `$NAME` placeholders filled by space.fill), its launcher and the
 problem's `ModelNew`; every kernel computes in fp32 and stores in the output's dtype. The module is long because it
-holds three small generated families (template, space and matcher each), kept together as one matcher.
+holds three small generated families (template, space and matcher each), kept together as one matcher, and the
+chunked normalisation's space and statistics-merge kernel that matched_batchnorm.py shares.
 - argmax / argmin: x read as (outer, R, inner), as generators/reduction.py does; a BLOCK_R x BLOCK_I tile slides
   along R, each lane keeping the extreme value it saw first and its index (NaN counts as the extreme, as in torch);
   the lanes are merged at the end taking the smallest index among the extremes: torch's tie rule. One read of x.
@@ -13,9 +14,10 @@ holds three small generated families (template, space and matcher each), kept to
   KernelBench's 393216-wide rows do not stay in L2 between them).
 - row normalisation (instance norm, group norm): each row (one (n, c), or one (n, group)) is cut into chunks of
   CHUNK values; a first kernel reduces each chunk in registers to its mean and M2 (two passes over registers, so no
-  E[x^2] - E[x]^2 cancellation), a second merges a row's chunk statistics (Chan's formula) and normalises its chunk,
-  with the channel's weight and bias for group norm. Bytes: two reads of x, one write of y; the chunks spread
-  KernelBench's few, very long rows (896 rows of 2M for group norm) over every SM.
+  E[x^2] - E[x]^2 cancellation), a second merges a row's chunk statistics (Chan's formula: `chan_stats_kernel`,
+  matched_batchnorm.py's too), a third normalises a chunk, with the channel's weight and bias for group norm.
+  Bytes: two reads of x, one write of y; the chunks spread KernelBench's few, very long rows (896 rows of 2M for
+  group norm) over every SM.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import math
 import torch
 
 from kernelsearch.families.space import Move, SearchSpace, fill
+from kernelsearch.generators.common import Match, shape_text
 from kernelsearch.judge.problem import Case
 
 _CASES = (Case("matched", {}, timed=True),)
@@ -47,10 +50,6 @@ def _model(traced, call: str) -> str:
 
     return fill(_MODEL, {"INIT_SOURCE": traced.init_source or DEFAULT_INIT,
                          "FORWARD": ", ".join(traced.forward_args) or "*inputs", "CALL": call})
-
-
-def _shape(x) -> str:
-    return "x".join(map(str, x.shape)) + " " + str(x.dtype).removeprefix("torch.")
 
 
 def _tensor(traced, node):
@@ -166,7 +165,6 @@ def arg_space(op: str, dim: int, keepdim: bool, inner: int, traced, x_name: str,
 
 
 def _argminmax(traced):
-    from kernelsearch.generators.match import Match
     from kernelsearch.generators.trace import schema_args
 
     for op in ("argmax", "argmin"):
@@ -180,7 +178,7 @@ def _argminmax(traced):
         nd = len(x.shape)
         d = a["dim"] % nd
         keep = bool(a.get("keepdim"))
-        summary = f"{op} over dim {d} of {_shape(x)}{' (keepdim)' if keep else ''}"
+        summary = f"{op} over dim {d} of {shape_text(x)}{' (keepdim)' if keep else ''}"
         return Match("argreduce", summary, arg_space(op, d, keep, math.prod(x.shape[d + 1:]), traced, x.name,
                                                      summary))
     return None
@@ -326,7 +324,6 @@ def log_softmax_space(dim: int, cols: int, traced, x_name: str, what: str) -> Se
 
 
 def _log_softmax(traced):
-    from kernelsearch.generators.match import Match
     from kernelsearch.generators.trace import schema_args
 
     node = _only(traced, "_log_softmax")
@@ -337,11 +334,39 @@ def _log_softmax(traced):
     if x is None or a.get("half_to_float"):
         return None
     d = a["dim"] % len(x.shape)
-    summary = f"log-softmax over dim {d} of {_shape(x)}"
+    summary = f"log-softmax over dim {d} of {shape_text(x)}"
     return Match("log_softmax", summary, log_softmax_space(d, x.shape[d], traced, x.name, summary))
 
 
 # -- instance norm, group norm ---------------------------------------------------------------------------------------
+
+_CHAN_STATS = '''@triton.jit
+def $NAME(mean_ptr, m2_ptr, stat_ptr, L, n_chunks, eps, CHUNK: tl.constexpr, PARTS: tl.constexpr):
+    # $WHAT
+    $UNIT = tl.program_id(0)
+    k = tl.arange(0, PARTS)
+    km = k < n_chunks
+    means = tl.load(mean_ptr + $UNIT * n_chunks + k, mask=km, other=0.0)
+    m2s = tl.load(m2_ptr + $UNIT * n_chunks + k, mask=km, other=0.0)
+    ns = tl.where(km, tl.minimum(L - k * CHUNK, CHUNK), 0).to(tl.float32)
+    mean = tl.sum(ns * means, axis=0) / L
+    dm = tl.where(km, means - mean, 0.0)
+    var = (tl.sum(m2s, axis=0) + tl.sum(ns * dm * dm, axis=0)) / L
+    tl.store(stat_ptr + 2 * $UNIT, mean)
+    tl.store(stat_ptr + 2 * $UNIT + 1, tl.rsqrt(var + eps))
+'''
+
+
+def chan_stats_kernel(name: str, unit: str, what: str) -> str:
+    """The kernel `name` (a template's `$STATS_KERNEL`) that merges each `unit`'s chunk statistics (a row's here, a
+    channel's in matched_batchnorm.py: one program each, PARTS lanes over its n_chunks chunks of CHUNK values, L in
+    all) by Chan et al.'s parallel rule, M2 = sum M2_i + sum n_i (mean_i - mean)^2, into its mean and 1/std (biased
+    variance), stored at stat[2 unit] and stat[2 unit + 1]; `what` is its comment line."""
+    return fill(_CHAN_STATS, {"NAME": name, "UNIT": unit, "WHAT": what})
+
+
+_ROW_STATS = chan_stats_kernel("_row_stats_kernel", "row", "a row's mean and 1/std from its chunks' (Chan et al.): "
+                               "M2 = sum M2_i + sum n_i (mean_i - mean)^2")
 
 _NORM = '''import torch
 import triton
@@ -362,20 +387,7 @@ def _chunk_stats_kernel(x_ptr, mean_ptr, m2_ptr, L, n_chunks, CHUNK: tl.constexp
     tl.store(m2_ptr + row * n_chunks + c, tl.sum(d * d, axis=0))
 
 
-@triton.jit
-def _row_stats_kernel(mean_ptr, m2_ptr, stat_ptr, L, n_chunks, eps, CHUNK: tl.constexpr, PARTS: tl.constexpr):
-    # a row's mean and 1/std from its chunks' (Chan et al.): M2 = sum M2_i + sum n_i (mean_i - mean)^2
-    row = tl.program_id(0)
-    k = tl.arange(0, PARTS)
-    km = k < n_chunks
-    means = tl.load(mean_ptr + row * n_chunks + k, mask=km, other=0.0)
-    m2s = tl.load(m2_ptr + row * n_chunks + k, mask=km, other=0.0)
-    ns = tl.where(km, tl.minimum(L - k * CHUNK, CHUNK), 0).to(tl.float32)
-    mean = tl.sum(ns * means, axis=0) / L
-    dm = tl.where(km, means - mean, 0.0)
-    var = (tl.sum(m2s, axis=0) + tl.sum(ns * dm * dm, axis=0)) / L
-    tl.store(stat_ptr + 2 * row, mean)
-    tl.store(stat_ptr + 2 * row + 1, tl.rsqrt(var + eps))
+$STATS_KERNEL
 
 
 @triton.jit
@@ -432,7 +444,7 @@ def norm_space(groups: str, eps: float, traced, call: str, what: str) -> SearchS
 
     def template(p: dict) -> str:
         return fill(_NORM, {"WHAT": what, "EPS": repr(float(eps)), "CHUNK": p["CHUNK"],
-                            "num_warps": p["num_warps"]}) + _model(traced, call)
+                            "num_warps": p["num_warps"], "STATS_KERNEL": _ROW_STATS}) + _model(traced, call)
 
     return chunked_space(template, "each row")
 
@@ -467,7 +479,6 @@ def _getitem0(traced, name: str):
 
 
 def _group_norm(traced):
-    from kernelsearch.generators.match import Match
     from kernelsearch.generators.pointwise import self_attr
     from kernelsearch.generators.trace import schema_args
 
@@ -480,7 +491,7 @@ def _group_norm(traced):
     if x is None or len(x.shape) < 2 or w is None or b is None or w.kind != "param" or b.kind != "param":
         return None
     g = int(a["group"])
-    summary = f"group norm ({g} groups) of {_shape(x)}"
+    summary = f"group norm ({g} groups) of {shape_text(x)}"
     weight = self_attr(w.name)
     # the module's own group count where the weight is a GroupNorm's (self.gn.weight -> self.gn.num_groups)
     groups = f"{weight.removesuffix('.weight')}.num_groups" if weight.endswith(".weight") else str(g)
@@ -491,7 +502,6 @@ def _group_norm(traced):
 def _instance_norm(traced):
     """InstanceNorm (affine=False, no running stats) as traced: x viewed (1, N*C, ...), batch norm in training mode
     with no weight, bias or running stats, viewed back."""
-    from kernelsearch.generators.match import Match
     from kernelsearch.generators.trace import meta, op_name, schema_args
 
     found = _getitem0(traced, "native_batch_norm")
@@ -507,7 +517,7 @@ def _instance_norm(traced):
     v = meta(src)
     if x is None or len(x.shape) < 3 or v is None or tuple(v.shape) != (1, x.shape[0] * x.shape[1], *x.shape[2:]):
         return None
-    summary = f"instance norm of {_shape(x)}"
+    summary = f"instance norm of {shape_text(x)}"
     return Match("row_norm", summary, norm_space("c", a["eps"], traced,
                                                  f"row_norm({x.name}, None, None, {x.name}.shape[1])", summary))
 

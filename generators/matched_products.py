@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import torch
 
+from kernelsearch.generators.common import LAYOUT, Match, adapted_space, core_ops, operand, shape_text, with_helper
+
 TRIANGLE_HELPER = '''
 
 @triton.jit
@@ -42,29 +44,19 @@ def _triangle(y, diagonal, upper):
 
 def match_triangular(traced):
     """triu / tril of one 2-D product (operands as the matmul matcher reads them: arguments, transposed), or None."""
-    from kernelsearch.generators.match import (
-        _LAYOUT,
-        Match,
-        _core,
-        _operand,
-        _result,
-        _shape,
-        _with_helper,
-        adapted_space,
-    )
     from kernelsearch.generators.trace import meta, op_name
     from kernelsearch.judge.problem import Case
 
-    ops = _core(traced, {"mm", "triu", "tril"} | _LAYOUT)
+    ops = core_ops(traced, {"mm", "triu", "tril"} | LAYOUT)
     if not ops:
         return None
     cores = [n for n in ops if op_name(n) == "mm"]
     masks = [n for n in ops if op_name(n) in ("triu", "tril")]
-    out = _result(traced)
+    out = traced.output
     if len(cores) != 1 or len(masks) != 1 or out is not masks[0] or out.args[0] is not cores[0]:
         return None
     mm = cores[0]
-    a, b = (_operand(traced, mm.args[i]) for i in (0, 1))
+    a, b = (operand(traced, mm.args[i]) for i in (0, 1))
     if a is None or b is None or isinstance(a[1], tuple) or isinstance(b[1], tuple) or a[1].dtype != b[1].dtype:
         return None
     diagonal = out.args[1] if len(out.args) > 1 else out.kwargs.get("diagonal", 0)
@@ -79,11 +71,11 @@ def match_triangular(traced):
         return None
     case = Case("problem", {"m": int(mc.shape[0]), "n": int(mc.shape[1]), "k": int(ma.shape[1])}, dtype, timed=True)
     which = "upper" if upper else "lower"
-    summary = (f"{op_name(out)} (the {which} triangle, diagonal {diagonal}) of the mm of {_shape(a[1])} and "
-               f"{_shape(b[1])}")
+    summary = (f"{op_name(out)} (the {which} triangle, diagonal {diagonal}) of the mm of {shape_text(a[1])} and "
+               f"{shape_text(b[1])}")
     body = [f"y = matmul({a[0]}, {b[0]})", f"return _triangle(y, {diagonal}, {upper})"]
     space = adapted_space("matmul", traced, body, summary, case=case, case_limits=True)
-    return Match("matmul_triangle", summary, _with_helper(space, TRIANGLE_HELPER))
+    return Match("matmul_triangle", summary, with_helper(space, TRIANGLE_HELPER))
 
 
 FLAT_CHECK_ELEMENTS = 1 << 20   # the reference is run once at a case this small (inputs' elements), or no match
@@ -91,11 +83,10 @@ FLAT_CHECK_ELEMENTS = 1 << 20   # the reference is run once at a case this small
 
 def match_flattened_product(traced):
     """A (..., l) tensor times an (l, k) matrix over its last dim, through layout ops and one mm or bmm, or None."""
-    from kernelsearch.generators.match import _LAYOUT, Match, _core, _shape, adapted_space
     from kernelsearch.generators.trace import meta, op_name
     from kernelsearch.judge.problem import Case
 
-    ops = _core(traced, {"mm", "bmm", "unsqueeze", "squeeze"} | _LAYOUT)
+    ops = core_ops(traced, {"mm", "bmm", "unsqueeze", "squeeze"} | LAYOUT)
     if not ops or len([n for n in ops if op_name(n) in ("mm", "bmm")]) != 1 or len(traced.inputs) != 2:
         return None
     a, b = traced.inputs
@@ -112,7 +103,7 @@ def match_flattened_product(traced):
         m *= int(d)
     case = Case("problem", {"m": m, "n": int(b.shape[1]), "k": int(b.shape[0])},
                 str(a.dtype).removeprefix("torch."), timed=True)
-    summary = f"{_shape(a)} times {_shape(b)} over its last dim, as an mm of {m} rows"
+    summary = f"{shape_text(a)} times {shape_text(b)} over its last dim, as an mm of {m} rows"
     body = [f"return matmul({a.name}.reshape(-1, {a.name}.shape[-1]), {b.name}).reshape(*{a.name}.shape[:-1], -1)"]
     return Match("matmul", summary, adapted_space("matmul", traced, body, summary, case=case, case_limits=True))
 

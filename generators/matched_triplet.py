@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from kernelsearch.families.space import Move, SearchSpace, fill
+from kernelsearch.generators.common import Match
 from kernelsearch.judge.problem import Case
 
 _CASES = (Case("matched", {}, timed=True),)
@@ -103,7 +104,6 @@ def triplet_space(margin: float, eps: float, mean: bool, names: tuple[str, str, 
 
 
 def match_triplet(traced):
-    from kernelsearch.generators.match import Match
     from kernelsearch.generators.trace import op_name
 
     def is_op(node, name: str) -> bool:

@@ -27,6 +27,7 @@ import re
 import torch
 
 from kernelsearch.families.space import Move, SearchSpace, fill
+from kernelsearch.generators.common import LLM_HINT, Match, Unmatched
 from kernelsearch.generators.trace import Traced, meta, op_name, schema_args
 from kernelsearch.judge.problem import Case
 
@@ -347,7 +348,6 @@ def match_pooling(traced: Traced):
     """Max or average pooling of one forward argument over its last 1-3 dims (the values; 1-D pooling traces as
     unsqueeze -> 2-D pooling -> squeeze): the generated pooling family. A reference returning max pooling's indices
     is refused in one line (Unmatched)."""
-    from kernelsearch.generators.match import LLM_HINT, Match, Unmatched
     from kernelsearch.generators.pointwise import DEFAULT_INIT
 
     pools = [n for n in traced.ops if op_name(n) in _POOL_OPS]

@@ -25,6 +25,7 @@ from kernelsearch.judge.isolation import confine_candidate, die_with_parent, kil
 from kernelsearch.judge.result import EvalResult
 from kernelsearch.judge.settings import EvalSettings
 from kernelsearch.judge.status import Status
+from kernelsearch.sandbox import deaths
 from kernelsearch.sandbox.admission import GATE_SHARE, DeviceLease, MemoryGate, gpu_memory_bytes  # noqa: F401
 from kernelsearch.sandbox.env import scrubbed_env
 from kernelsearch.sandbox.limits import apply_limits, device_nodes_open, python_open_to_others
@@ -378,7 +379,7 @@ class EvaluatorPool:
                 os.close(fd)
         # each process's exit, awaited once (the fork server answers one wait per pid)
         exits = [asyncio.ensure_future(p.wait()) for p in procs]
-        oom_kills = _oom_kills()
+        oom_kills = deaths.oom_kills()
         reader = await _pipe_reader(res_r)
         stdout = await _pipe_reader(out_r)
         captured = bytearray()
@@ -398,7 +399,7 @@ class EvaluatorPool:
         try:
             result, lease_wait = await self._serve(reader, ctrl_w, gpu)
             if result is None:   # no result and no timeout: how the judge ended, before the pool kills anything
-                killed_outside, judge_killed = await _judge_killed_outside(exits, oom_kills, uid is not None)
+                killed_outside, judge_killed = await deaths.judge_killed_outside(exits, oom_kills, uid is not None)
         finally:
             # the candidate's processes outside its runner's group first (a daemon in a session of its own, which
             # killing the group misses), found while the runner, their subreaper, still holds them; by user too
@@ -441,40 +442,6 @@ class EvaluatorPool:
         result.detail["lease_wait_s"] = round(lease_wait, 3)
         result.detail["candidate_user"] = uid   # None: the candidate's runner kept the pool's user
         return result
-
-
-def _oom_kills() -> int | None:
-    """How many processes the kernel's OOM killer has killed since boot (Linux's /proc/vmstat), or None."""
-    with contextlib.suppress(OSError, ValueError, StopIteration), open("/proc/vmstat") as f:
-        return int(next(ln for ln in f if ln.startswith("oom_kill ")).split()[1])
-    return None
-
-
-async def _judge_killed_outside(exits: list[asyncio.Future], oom_kills: int | None,
-                                isolated: bool) -> tuple[str | None, str | None]:
-    """How the judge ended when its result pipe closed with no result, before the timeout and the pool's kill:
-    (harness_error's reason, None) where the judge was killed by SIGKILL while the candidate's runner (exits[0]) was
-    alive, the kernel's OOM killer killed a process meanwhile, and the candidate could not have sent the signal (its
-    runner has a user of its own); else (None, the crash's reason or None). A candidate that keeps the pool's user can
-    signal the judge, so a judge killed then is the candidate's crash: a wrong kernel must not turn its verdict into
-    the harness's uncharged failure by killing the judge (fixture round3/kill_judge)."""
-    try:
-        rc = await asyncio.wait_for(asyncio.shield(exits[-1]), timeout=5)
-    except Exception:  # noqa: BLE001 - not known: judged as before
-        return None, None
-    if rc != -signal.SIGKILL or exits[0].done():
-        return None, None
-    now = _oom_kills()
-    oom = oom_kills is not None and now is not None and now > oom_kills
-    if oom and isolated:
-        return (f"the judge was killed (SIGKILL) while the candidate's process was alive, before the timeout, and the "
-                f"host's OOM-kill count rose by {now - oom_kills}: the harness's failure, not the candidate's (the "
-                f"kernel's OOM killer; the candidate's user could not signal the judge)"), None
-    why = ("the host's OOM-kill count rose, but " if oom else "") + (
-        "the candidate's process keeps the pool's user and could signal it" if not isolated
-        else "the OOM-kill count did not change")
-    return None, (f"the judge was killed (SIGKILL) while the candidate's process was alive, before the timeout: "
-                  f"charged to the candidate ({why})")
 
 
 async def _pipe_reader(fd: int) -> asyncio.StreamReader:

@@ -162,10 +162,10 @@ def test_a_judge_killed_from_outside_is_the_harness_failure_only_where_the_candi
     charged) only where the kernel's OOM killer killed something meanwhile and the candidate's runner has a user of its
     own (it could not have sent the signal: fixture round3/kill_judge did, to escape its verdict). Otherwise, and for
     any other death of the judge, the candidate's crash."""
-    import kernelsearch.sandbox.pool as pool_module
+    from kernelsearch.sandbox import deaths
 
     counts = iter(range(100, 10_000))
-    monkeypatch.setattr(pool_module, "_oom_kills", (lambda: next(counts)) if oom else (lambda: 7))
+    monkeypatch.setattr(deaths, "oom_kills", (lambda: next(counts)) if oom else (lambda: 7))
     shared = tempfile.mkdtemp()            # the candidate's runner may be a user of its own: a folder open to all
     os.chmod(shared, 0o777)
     marker = os.path.join(shared, "running")

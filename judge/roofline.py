@@ -14,9 +14,13 @@ import torch
 CACHE = Path(os.environ.get("KERNELSEARCH_CACHE", Path.home() / ".cache" / "kernelsearch")) / "ceilings.json"
 
 
-def _events_ms(fn, reps: int = 20) -> float:
-    fn()
-    torch.cuda.synchronize()
+def events_ms(fn, reps: int = 20, warmup: int = 1) -> float:
+    """The median of `reps` timings of `fn()` in ms, each by CUDA events around one call, after `warmup` untimed
+    calls. With no warm-up the first start event is recorded behind whatever work is already queued."""
+    for _ in range(warmup):
+        fn()
+    if warmup:
+        torch.cuda.synchronize()
     times = []
     for _ in range(reps):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -33,7 +37,7 @@ def measure_ceilings(device: str = "cuda") -> dict:
     n = 1 << 28  # 1 GiB of fp32
     a = torch.randn(n, device=device)
     b = torch.empty_like(a)
-    copy_ms = _events_ms(lambda: b.copy_(a))
+    copy_ms = events_ms(lambda: b.copy_(a))
     del a, b
     out = {"copy_gbps": 2 * n * 4 / (copy_ms * 1e-3) / 1e9}
     prev = torch.backends.cuda.matmul.allow_tf32
@@ -43,7 +47,7 @@ def measure_ceilings(device: str = "cuda") -> dict:
                             ("float32", torch.float32, 4096)):
             x = torch.randn(m, m, device=device, dtype=dt)
             y = torch.randn(m, m, device=device, dtype=dt)
-            ms = _events_ms(lambda: x @ y, reps=10)
+            ms = events_ms(lambda: x @ y, reps=10)
             out[f"{name}_tflops"] = 2 * m**3 / (ms * 1e-3) / 1e12
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev

@@ -20,10 +20,10 @@ from rich.console import Console
 from sqlmodel import select
 
 from kernelsearch.config import ConfigError, parse_config
+from kernelsearch.run_status import open_read_only, run_status
 from kernelsearch.runner import RunError, announce, start_or_resume
 from kernelsearch.search.bench import P_VALUES, ProblemScore, fast_p
-from kernelsearch.store import DEFAULT_DB, Evaluation, Run, open_store, session_scope
-from kernelsearch.store.database import StoreError
+from kernelsearch.store import DEFAULT_DB, Evaluation, Run, session_scope
 from kernelsearch.store.queries import run_stats
 
 _NUMBER = re.compile(r"^(\d+)_")   # KernelBench names its files `N_Name.py`
@@ -148,7 +148,7 @@ def run_bench(paths: list[str], config: Path, db: Optional[Path], name: Optional
         return rows
     for i, f in enumerate(files, 1):
         run_name = f"{batch}-{f.stem}"
-        status = _status(store, run_name)
+        status = run_status(store, run_name, BenchError)
         head = f"[{i}/{len(files)}] {f.stem} (run {run_name})"
         if not announce(console, head, status, "not searched again"):
             continue
@@ -174,7 +174,7 @@ async def _at_once(files: list[Path], configs: dict, batch: str, store: Path, jo
         run_name = f"{batch}-{f.stem}"
         head = f"[{i}/{len(files)}] {f.stem} (run {run_name})"
         async with gate:
-            status = _status(store, run_name)
+            status = run_status(store, run_name, BenchError)
             if not announce(console, head, status, "not searched again"):
                 return
             try:
@@ -194,29 +194,10 @@ async def _at_once(files: list[Path], configs: dict, batch: str, store: Path, jo
         pool.close()
 
 
-def _engine(store: Path):
-    try:
-        return open_store(store, readonly=True)
-    except StoreError as err:
-        raise BenchError(str(err)) from None
-
-
-def _status(store: Path, run_name: str) -> Optional[str]:
-    if not store.exists():
-        return None
-    engine = _engine(store)
-    try:
-        with session_scope(engine) as s:
-            run = s.exec(select(Run).where(Run.name == run_name)).first()
-            return run.status if run else None
-    finally:
-        engine.dispose()
-
-
 def table(store: Path, batch: str, files: list[Path]) -> list[Row]:
     """One row per problem of the batch, read from the store (a problem with no run is `not started`)."""
     rows: list[Row] = []
-    engine = _engine(store) if store.exists() else None
+    engine = open_read_only(store, BenchError) if store.exists() else None
     for f in files:
         row = Row(problem=f.stem, run=f"{batch}-{f.stem}", status="not started")
         if engine is not None:

@@ -25,12 +25,12 @@ from typing import Optional
 
 import yaml
 from rich.console import Console
-from sqlmodel import Session, select
+from sqlmodel import Session
 
+from kernelsearch.run_status import open_read_only, run_status
 from kernelsearch.search.settings import STRATEGIES
-from kernelsearch.store import DEFAULT_DB, Run, open_store, session_scope
+from kernelsearch.store import DEFAULT_DB, session_scope
 from kernelsearch.store import queries as q
-from kernelsearch.store.database import StoreError
 
 UNLIMITED_ROUNDS = 100_000   # rounds never end an experiment's run: its evaluation budget does
 
@@ -125,7 +125,7 @@ def run_experiment(config: Path, strategies: list[str], budgets: list[int], repe
                   f"{', '.join(map(str, budgets))}{' nested' if nested else ''} x {repeats} repeats) into {store}",
                   markup=False)
     for i, p in enumerate(runs, 1):
-        status = _status(store, p.name)
+        status = run_status(store, p.name, ExperimentError)
         head = f"[{i}/{len(runs)}] {p.name}"
         if not announce(console, head, status, "not run again"):
             continue
@@ -139,25 +139,6 @@ def run_experiment(config: Path, strategies: list[str], budgets: list[int], repe
 
 
 # -- reading the store -----------------------------------------------------------------------------------------------
-def _engine(store: Path):
-    try:
-        return open_store(store, readonly=True)
-    except StoreError as err:
-        raise ExperimentError(str(err)) from None
-
-
-def _status(store: Path, name: str) -> Optional[str]:
-    if not store.exists():
-        return None
-    engine = _engine(store)
-    try:
-        with session_scope(engine) as s:
-            run = s.exec(select(Run).where(Run.name == name)).first()
-            return run.status if run else None
-    finally:
-        engine.dispose()
-
-
 @dataclass
 class RunCurve:
     """One run of the experiment: its evaluations in the order they were written."""
@@ -253,7 +234,7 @@ def cells_of(curves: list[RunCurve], strategies: list[str], budgets: list[int], 
 def table(store: Path, experiment: str, strategies: list[str], budgets: list[int], repeats: int) -> list[Cell]:
     if not store.exists():
         return cells_of([], strategies, budgets, repeats)
-    engine = _engine(store)
+    engine = open_read_only(store, ExperimentError)
     try:
         with session_scope(engine) as s:
             curves = experiment_runs(s, experiment)

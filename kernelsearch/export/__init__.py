@@ -4,12 +4,12 @@ A Triton kernel becomes a loadable noarch build (`kernels.get_local_kernel(DIR)`
 (load_inline) kernel becomes the source layout kernel-builder builds, compile-checked with nvcc where it exists.
 `--model RUN` writes a model run's verified kernels as one repository with `patch(model)` (model_layout.py).
 The export's files and their checksum are recorded in the store (table kernelexport). Layout details:
-layout.py (shared), triton_layout.py, cuda_layout.py, model_layout.py.
+layout.py (shared), triton_layout.py, cuda_layout.py, model_layout.py; source.py reads what is exported
+from the store.
 """
 from __future__ import annotations
 
 import ast
-import json
 import shutil
 from pathlib import Path
 from typing import Annotated, Optional
@@ -33,65 +33,12 @@ from kernelsearch.export.layout import (
     write_metadata,
     write_sums,
 )
+from kernelsearch.export.source import read_source, with_store
 from kernelsearch.store import DEFAULT_DB
 from kernelsearch.store import queries as q
-from kernelsearch.store.database import StoreError, open_store, session_scope
-from kernelsearch.store.models import KernelExport, Run
+from kernelsearch.store.models import KernelExport
 
 __all__ = ["ExportError", "export_cmd", "export_kernel"]
-
-_EVAL_COLUMNS = ("id", "status", "reason", "stage", "time_ms", "ref_time_ms", "compile_ref_time_ms", "speedup",
-                 "speedup_compile", "roofline_fraction", "bottleneck", "timing_kind", "device")
-
-
-def _parse_kernel_id(text: str) -> int:
-    t = text.strip()
-    t = t[1:] if t[:1] in ("k", "K") else t
-    if not t.isdigit():
-        raise ExportError(f"not a kernel id: {text!r} (expected a number such as 12 or k12)")
-    return int(t)
-
-
-def _read_source(session, db: Path, kernel: Optional[str], run_name: Optional[str], force: bool) -> Source:
-    """The kernel to export (the best of `run_name` when no id is given), with its run and evaluation; refuses
-    an unknown kernel or run, a kernel of another run, and one that did not pass its evaluation unless forced."""
-    run = None
-    if run_name is not None:
-        run = q.get_run(session, run_name)
-        if run is None:
-            raise ExportError(f"no run named {run_name!r} in {db}")
-    if kernel is None:
-        if run is None:
-            raise ExportError("give a kernel id, or --run RUN to export that run's best kernel")
-        best = q.best_kernels(session, run.id, 1)
-        if not best:
-            raise ExportError(f"run {run.name!r} has no correct kernel with a speedup to export")
-        kid = best[0].id
-    else:
-        kid = _parse_kernel_id(kernel)
-    k = q.get_kernel(session, kid)
-    if k is None:
-        raise ExportError(f"no kernel {kid} in {db}")
-    if run is not None and k.run_id != run.id:
-        raise ExportError(f"kernel {kid} is not of run {run.name!r}")
-    run = run or session.get(Run, k.run_id)
-    if not isinstance(k.code, str) or not k.code.strip():
-        raise ExportError(f"kernel {kid}'s stored code is damaged (not text, or empty)")
-    ev = q.get_evaluation(session, kid)
-    evaluation = {c: getattr(ev, c) for c in _EVAL_COLUMNS} if ev is not None else None
-    try:
-        detail = json.loads(ev.detail_json) if ev is not None else {}
-    except (TypeError, ValueError):
-        detail = {}
-    ok = ev is not None and ev.status == "ok"
-    if not ok and not force:
-        what = "was never evaluated" if ev is None else \
-            f"did not pass its evaluation (status {ev.status}{': ' + ev.reason if ev.reason else ''})"
-        raise ExportError(f"kernel {kid} {what}; --force exports it anyway, and its README says so")
-    return Source(db=str(db), run_name=run.name, problem=run.problem, kernel_id=kid, code=k.code,
-                  language=k.language, evaluation=evaluation, detail=detail if isinstance(detail, dict) else {},
-                  forced=not ok)
-
 
 def _problem_init(problem: str) -> tuple[tuple, bool, str]:
     """The init inputs of the problem's timed case, whether the evaluation cast the layer to the case's dtype
@@ -125,28 +72,15 @@ def export_kernel(db: Path, kernel: Optional[str], target: Path, *, name: Option
     if not Path(db).is_file():
         raise ExportError(f"no store at {db} (give one with --db)")
     check_target(target, overwrite)
-    src = _with_store(db, True, lambda s: _read_source(s, db, kernel, run_name, force))
+    src = with_store(db, True, lambda s: read_source(s, db, kernel, run_name, force))
     name = check_name(name) if name else default_name(src.problem, src.kernel_id)
     done = _write(src, target, name, license, compile_check)
     row = KernelExport(kernel_id=src.kernel_id, evaluation_id=src.eval_id, name=name, path=str(target.resolve()),
                        language=src.language, kernel_sha256=src.code_sha256, checksum=done["checksum"],
                        forced=src.forced)
     # recorded once the files are in place; opened for writing only now (an old store gets the table here)
-    done["export_id"] = _with_store(db, False, lambda s: q.add_export(s, row))
+    done["export_id"] = with_store(db, False, lambda s: q.add_export(s, row))
     return done
-
-
-def _with_store(db: Path, readonly: bool, work):
-    """`work(session)` on the store, in one unit of work; a file that is not a store is an ExportError."""
-    try:
-        engine = open_store(db, readonly=readonly)
-    except StoreError as err:
-        raise ExportError(str(err)) from None
-    try:
-        with session_scope(engine) as s:
-            return work(s)
-    finally:
-        engine.dispose()
 
 
 def _write(src: Source, target: Path, name: str, license: str, compile_check: bool) -> dict:

@@ -22,7 +22,6 @@ import shutil
 from pathlib import Path
 from typing import Optional
 
-from kernelsearch.export import _read_source, _with_store
 from kernelsearch.export import triton_layout as tl
 from kernelsearch.export.layout import (
     ExportError,
@@ -41,6 +40,7 @@ from kernelsearch.export.layout import (
     staging,
     write_sums,
 )
+from kernelsearch.export.source import read_source, with_store
 from kernelsearch.model import swap as swap_module
 from kernelsearch.model.verify import family_init
 from kernelsearch.store import queries as q
@@ -184,7 +184,7 @@ def _choose(s, db: Path, run_name: str, force: bool) -> dict:
         chosen = unverified
     kernels = []
     for mp, kid, result in chosen:
-        src = _read_source(s, db, str(kid), None, force)
+        src = read_source(s, db, str(kid), None, force)
         part = json.loads(mp.part_json)
         try:
             init = family_init(part) if part.get("kind") == "family" else []
@@ -207,13 +207,13 @@ def export_model(db: Path, run_name: str, target: Path, *, name: Optional[str] =
     if not Path(db).is_file():
         raise ExportError(f"no store at {db} (give one with --db)")
     check_target(target, overwrite)
-    info = _with_store(db, True, lambda s: _choose(s, db, run_name, force))
+    info = with_store(db, True, lambda s: _choose(s, db, run_name, force))
     name = check_name(name) if name else default_model_name(info["model"], info["run"])
     done = _write(info, target, name, license)
     rows = [KernelExport(kernel_id=k["src"].kernel_id, evaluation_id=k["src"].eval_id, name=name,
                          path=str(target.resolve()), language=k["src"].language, kernel_sha256=k["src"].code_sha256,
                          checksum=done["checksum"], forced=info["forced"]) for k in info["kernels"]]
-    done["export_ids"] = _with_store(db, False, lambda s: [q.add_export(s, r) for r in rows])
+    done["export_ids"] = with_store(db, False, lambda s: [q.add_export(s, r) for r in rows])
     return done
 
 

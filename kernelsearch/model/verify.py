@@ -48,25 +48,17 @@ def _init(part: dict) -> list:
 
 def _timed(fn, device: str, iters: int) -> float:
     """Median ms of `iters` calls after two warm-ups: CUDA events on a GPU, the wall clock on the CPU."""
-    import torch
+    if device == "cuda":
+        from kernelsearch.judge.roofline import events_ms
 
+        return events_ms(fn, iters, warmup=2)
     for _ in range(2):
         fn()
-    if device == "cuda":
-        torch.cuda.synchronize()
     times = []
     for _ in range(iters):
-        if device == "cuda":
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn()
-            e.record()
-            torch.cuda.synchronize()
-            times.append(s.elapsed_time(e))
-        else:
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e3)
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
 
 

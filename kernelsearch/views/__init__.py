@@ -5,7 +5,8 @@ of them can change it. A missing store, an unknown run or an unknown kernel is o
 code 2. The queries live in `kernelsearch.store.queries`. Here: one module per command group (runs.py, tree.py,
 show.py, compare.py for diff and compare, tsv.py, report.py for the HTML page, batch.py for a bench batch's
 compare and page), opening the store in
-session.py, terminal styles in paint.py, number formatting shared with the report in fmt.py.
+session.py, terminal styles in paint.py, number formatting shared with the report in fmt.py, the HTML pages'
+stylesheet and SVG plot axes in page.py.
 """
 from __future__ import annotations
 

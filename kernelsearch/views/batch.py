@@ -13,6 +13,7 @@ from sqlmodel import Session
 from kernelsearch.bench import Row, allowance_line, batch_runs, correct_cell, row_of, unjudged_line
 from kernelsearch.search.bench import P_VALUES, ProblemScore, fast_p
 from kernelsearch.views import fmt
+from kernelsearch.views.page import CSS
 from kernelsearch.views.paint import stdout_console
 
 _E = html.escape
@@ -91,8 +92,6 @@ def compare_batches(session: Session, names: tuple[str, str]) -> None:
 def build_batch_report(session: Session, batch: str) -> str:
     """The page of a batch: a table of its problems (status, correct, best speedups, evaluations, tokens, cost,
     the torch operations the best kernel calls), fast_p at P_VALUES over eager and torch.compile, the allowance."""
-    from kernelsearch.views.report import _CSS
-
     rows = batch_rows(session, batch)
     body = []
     for r in rows:
@@ -120,7 +119,7 @@ def build_batch_report(session: Session, batch: str) -> str:
     return "".join([
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         '<meta name=viewport content="width=device-width,initial-scale=1">',
-        f"<title>{_E(title)}</title><style>{_CSS}</style></head><body>",
+        f"<title>{_E(title)}</title><style>{CSS}</style></head><body>",
         f"<header><h1>{_E(title)}</h1><p class=meta>{len(rows)} problems, "
         f"{sum(r.correct for r in rows)} with a correct kernel</p>",
         f'<p class="note">{_E(allowance_line(rows))}</p></header>',

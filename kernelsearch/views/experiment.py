@@ -6,7 +6,6 @@ made."""
 from __future__ import annotations
 
 import html
-import math
 import statistics
 
 from sqlmodel import Session
@@ -14,7 +13,7 @@ from sqlmodel import Session
 from kernelsearch.experiment import Cell, RunCurve, cells_of, experiment_runs
 from kernelsearch.search.settings import STRATEGIES
 from kernelsearch.views import fmt
-from kernelsearch.views.report import _CSS, _fmt_tick, _nice_step
+from kernelsearch.views.page import CSS, svg_axes
 
 _E = html.escape
 COLORS = {"branching": "#1f5fbf", "sequential": "#b42318", "best_of_n": "#6b7480", "evolutionary": "#16794c"}
@@ -38,50 +37,14 @@ def curve_bands(curves: list[RunCurve]) -> dict[str, list[tuple[int, float, floa
 
 
 def _svg(bands: dict[str, list[tuple[int, float, float, float]]], budgets: list[int]) -> str:
-    W, H, L, R, T, B = 680, 360, 56, 130, 30, 44
-    pw, ph = W - L - R, H - T - B
-    ymax_data = max([hi for b in bands.values() for _, _, _, hi in b] or [1.0])
-    if ymax_data > 0.3:
-        ymax_data = max(ymax_data, 1.0)
-    ystep = _nice_step(ymax_data * 1.1)
-    ymax = ystep * math.ceil(ymax_data * 1.1 / ystep)
-    xmax = max([n for b in bands.values() for n, *_ in b] + budgets + [1])
-    xstep = _nice_step(xmax)
-    xmax = xstep * math.ceil(xmax / xstep)
-
-    def X(v: float) -> float:
-        return L + pw * v / xmax
-
-    def Y(v: float) -> float:
-        return T + ph * (1 - min(v, ymax) / ymax)
-
+    """Best speedup against evaluations: per strategy, the median as a line over its min-max band, and a legend."""
+    x_top = max([n for b in bands.values() for n, *_ in b] + budgets + [1])
+    y_top = max([hi for b in bands.values() for _, _, _, hi in b] or [1.0])
     title = "best speedup vs evaluations (median over repeats, min-max shaded)"
-    parts = [f'<svg class="plot" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{title}">'
-             f'<text x="{L}" y="18" class="pt">{title}</text>']
-    grid, labels = [], []
-    y = 0.0
-    while y <= ymax + 1e-9:
-        grid.append(f"M{L} {Y(y):.1f}H{L + pw}")
-        labels.append(f'<text x="{L - 6}" y="{Y(y) + 4:.1f}" text-anchor="end">{_fmt_tick(y)}</text>')
-        y += ystep
-    x = 0.0
-    while x <= xmax + 1e-9:
-        grid.append(f"M{X(x):.1f} {T}V{T + ph}")
-        labels.append(f'<text x="{X(x):.1f}" y="{T + ph + 16}" text-anchor="middle">{_fmt_tick(x)}</text>')
-        x += xstep
-    parts.append(f'<path class="grid" d="{"".join(grid)}"/>')
-    parts.append(f'<path class="axis" d="M{L} {T}V{T + ph}H{L + pw}"/>')
-    parts.extend(labels)
-    for b in budgets:   # the budgets the table reads, dashed
-        parts.append(f'<path class="eager" d="M{X(b):.1f} {T}V{T + ph}"/>')
-    parts.append(f'<text x="{L + pw / 2}" y="{H - 6}" text-anchor="middle" class="al">evaluations</text>')
-    parts.append(f'<text transform="translate(14 {T + ph / 2}) rotate(-90)" text-anchor="middle" class="al">'
-                 'best speedup over eager</text>')
-    if ymax >= 1.0:
-        parts.append(f'<path class="eager" d="M{L} {Y(1.0):.1f}H{L + pw}"/>')
-    if not bands:
-        parts.append(f'<text x="{L + pw / 2}" y="{T + ph / 2}" text-anchor="middle" class="al">'
-                     'no finished run yet</text>')
+    # the budgets the table reads, dashed; the legend goes in the wide right margin
+    f, parts = svg_axes((680, 360, 56, 130, 30, 44), x_top, y_top, title, "evaluations", "best speedup over eager",
+                        dashed_x=budgets, eager_label=False, empty=None if bands else "no finished run yet")
+    X, Y, L, T, pw = f.x, f.y, f.left, f.top, f.width
     for i, (s, band) in enumerate(bands.items()):
         color = COLORS.get(s, "#000")
         upper = " ".join(f"{X(n):.1f},{Y(hi):.1f}" for n, _, _, hi in band)
@@ -136,7 +99,7 @@ def build_experiment_report(session: Session, name: str) -> str:
     cells = cells_of(curves, strategies, budgets, repeats)
     problems = sorted({c.problem for c in curves})
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>experiment {_E(name)}</title>'
-            f"<style>{_CSS}</style></head><body><h1>experiment {_E(name)}</h1>"
+            f"<style>{CSS}</style></head><body><h1>experiment {_E(name)}</h1>"
             f'<p class="meta">problem {_E(", ".join(problems))} · {len(curves)} runs · strategies '
             f'{_E(", ".join(strategies))} · budgets {", ".join(map(str, budgets))} · {repeats} repeats</p>'
             f'<h2>best speedup against evaluations</h2><div class="plots">{_svg(curve_bands(curves), budgets)}</div>'

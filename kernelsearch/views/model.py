@@ -13,6 +13,7 @@ from kernelsearch.store import Run
 from kernelsearch.store import queries as q
 from kernelsearch.store.model_queries import model_problems, model_run_of
 from kernelsearch.views import fmt
+from kernelsearch.views.page import CSS
 
 _E = html.escape
 _COLORS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f"]
@@ -81,8 +82,6 @@ def _svg(bars) -> str:
 
 
 def build_model_report(session: Session, run: Run) -> str:
-    from kernelsearch.views.report import _CSS
-
     mr = model_run_of(session, run.id)
     prof = json.loads(mr.profile_json) if mr.profile_json else None
     plan = json.loads(mr.plan_json) if mr.plan_json else None
@@ -143,7 +142,7 @@ def build_model_report(session: Session, run: Run) -> str:
     return "".join([
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         '<meta name=viewport content="width=device-width,initial-scale=1">',
-        f"<title>{_E(title)}</title><style>{_CSS}</style></head><body>",
+        f"<title>{_E(title)}</title><style>{CSS}</style></head><body>",
         f"<header><h1>{_E(title)}</h1><p class=meta>model {_E(mr.model)} · {_E(run.status)}"
         f"{' (' + _E(run.stop_reason) + ')' if run.stop_reason else ''} · stage {_E(mr.stage)} · "
         f"device {_E(run.device or '')}</p></header>",

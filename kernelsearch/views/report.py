@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import html
 import json
-import math
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -18,6 +17,7 @@ from kernelsearch.store.integrity import shown_code
 from kernelsearch.store.models import Run
 from kernelsearch.store.status import Status
 from kernelsearch.views import fmt
+from kernelsearch.views.page import CSS, svg_axes
 from kernelsearch.views.session import DbOpt, find_run, read_only_session, warn_damaged
 
 
@@ -263,7 +263,7 @@ class _Report:
         return "".join([
             "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
             '<meta name=viewport content="width=device-width,initial-scale=1">',
-            f"<title>{_E(title)}</title><style>{_CSS}</style></head><body>",
+            f"<title>{_E(title)}</title><style>{CSS}</style></head><body>",
             f'<header><h1>{_E(title)}</h1>{self._summary()}</header>',
             '<section id="progress"><h2>Progress</h2>', self._plots(), "</section>",
             '<section id="rounds"><h2>Rounds</h2><div class="scroll">', self._rounds_table(), "</div></section>",
@@ -305,69 +305,16 @@ def _row_cost(c: q.CostRow) -> str:
     return fmt.cost(c.cost_usd) + (f" +{c.unpriced} unpriced" if c.unpriced else "")
 
 
-def _nice_step(span: float, n: int = 5) -> float:
-    if span <= 0:
-        return 1.0
-    raw = span / n
-    mag = 10 ** math.floor(math.log10(raw))
-    for m in (1, 2, 2.5, 5, 10):
-        if m * mag >= raw:
-            return m * mag
-    return 10 * mag
-
-
-def _fmt_tick(v: float) -> str:
-    return f"{v:.0f}" if abs(v - round(v)) < 1e-9 else f"{v:.2g}" if abs(v) < 1 else f"{v:.3g}"
-
-
 def _svg_plot(points: list[tuple[float, float]], fails: list[float], steps: list[tuple[float, float]],
               mark: Optional[tuple[float, float]], title: str, xlabel: str, ylabel: str, xmax: float,
               best_id: Optional[int], css_id: str) -> str:
     """An inline SVG: every correct evaluation as a dot, failures as ticks on the axis, the best-so-far as a
     step line, and y = 1 (eager) dashed. Dots and ticks are one path each, so 10,000 points stay small."""
-    W, H, L, R, T, B = 560, 320, 56, 16, 30, 44
-    pw, ph = W - L - R, H - T - B
-    # y = 1 (eager) is in range unless every speedup is far below it (CPU-interpreter runs: 0.002x and such)
-    ymax_data = max([y for _, y in points] or [1.0])
-    if ymax_data > 0.3:
-        ymax_data = max(ymax_data, 1.0)
-    ystep = _nice_step(ymax_data * 1.1)
-    ymax = ystep * math.ceil(ymax_data * 1.1 / ystep)
-    xmax = max(xmax, max((x for x, _ in points), default=0.0), max(fails, default=0.0), 1e-9)
-    xstep = _nice_step(xmax)
-    xmax = xstep * math.ceil(xmax / xstep)
-
-    def X(v: float) -> float:
-        return L + pw * v / xmax
-
-    def Y(v: float) -> float:
-        return T + ph * (1 - min(v, ymax) / ymax)
-
-    parts = [f'<svg class="plot" id="plot-{css_id}" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" '
-             f'aria-label="{_E(title)}"><text x="{L}" y="18" class="pt">{_E(title)}</text>']
-    grid, labels = [], []
-    y = 0.0
-    while y <= ymax + 1e-9:
-        grid.append(f"M{L} {Y(y):.1f}H{L + pw}")
-        labels.append(f'<text x="{L - 6}" y="{Y(y) + 4:.1f}" text-anchor="end">{_fmt_tick(y)}</text>')
-        y += ystep
-    x = 0.0
-    while x <= xmax + 1e-9:
-        grid.append(f"M{X(x):.1f} {T}V{T + ph}")
-        labels.append(f'<text x="{X(x):.1f}" y="{T + ph + 16}" text-anchor="middle">{_fmt_tick(x)}</text>')
-        x += xstep
-    parts.append(f'<path class="grid" d="{"".join(grid)}"/>')
-    parts.append(f'<path class="axis" d="M{L} {T}V{T + ph}H{L + pw}"/>')
-    parts.extend(labels)
-    parts.append(f'<text x="{L + pw / 2}" y="{H - 6}" text-anchor="middle" class="al">{_E(xlabel)}</text>')
-    parts.append(f'<text transform="translate(14 {T + ph / 2}) rotate(-90)" text-anchor="middle" class="al">'
-                 f'{_E(ylabel)}</text>')
-    if ymax >= 1.0:
-        parts.append(f'<path class="eager" d="M{L} {Y(1.0):.1f}H{L + pw}"/>'
-                     f'<text x="{L + pw - 2}" y="{Y(1.0) - 4:.1f}" text-anchor="end" class="el">eager</text>')
-    if not points and not fails:
-        parts.append(f'<text x="{L + pw / 2}" y="{T + ph / 2}" text-anchor="middle" class="al">'
-                     'no evaluations yet</text>')
+    x_top = max(xmax, max((x for x, _ in points), default=0.0), max(fails, default=0.0), 1e-9)
+    y_top = max([y for _, y in points] or [1.0])
+    f, parts = svg_axes((560, 320, 56, 16, 30, 44), x_top, y_top, title, xlabel, ylabel, css_id=css_id,
+                        empty="no evaluations yet" if not points and not fails else None)
+    X, Y, L, T, pw, ph = f.x, f.y, f.left, f.top, f.width, f.height
     if fails:
         parts.append('<path class="fails" d="' + "".join(f"M{X(v):.1f} {T + ph}v-6" for v in fails) + '"/>')
     if points:
@@ -377,7 +324,7 @@ def _svg_plot(points: list[tuple[float, float]], fails: list[float], steps: list
         for (x0, y0), (x1, y1) in zip(steps, steps[1:]):
             if y1 != y0:
                 d.append(f"H{X(x1):.1f}V{Y(y1):.1f}")
-        d.append(f"H{X(xmax):.1f}")
+        d.append(f"H{X(f.xmax):.1f}")
         parts.append(f'<path class="best" d="{"".join(d)}"/>')
     if mark is not None:
         mx, my = X(mark[0]), Y(mark[1])
@@ -388,45 +335,6 @@ def _svg_plot(points: list[tuple[float, float]], fails: list[float], steps: list
     parts.append("</svg>")
     return "".join(parts)
 
-
-_CSS = """
-:root{--fg:#1d232a;--dim:#6b7480;--bg:#fff;--line:#d8dde3;--ok:#16794c;--bad:#b42318;--warn:#a15c00;--acc:#1f5fbf;
---path:#b7791f}
-*{box-sizing:border-box}body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;color:var(--fg);
-background:var(--bg);margin:0 auto;max-width:1240px;padding:16px 24px 48px}
-h1{font-size:22px;margin:8px 0}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid var(--line);
-padding-bottom:4px}
-a{color:var(--acc)}.dim{color:var(--dim)}.meta{margin:4px 0}.note{color:var(--warn);margin:4px 0}
-.cards{display:flex;flex-wrap:wrap;gap:8px;margin-top:10px}.card{border:1px solid var(--line);border-radius:6px;
-padding:8px 12px;min-width:130px}.card .lab{color:var(--dim);font-size:12px}.card .val{font-size:20px;font-weight:600}
-.card .sub{color:var(--dim);font-size:12px;max-width:260px}
-.plots{display:flex;flex-wrap:wrap;gap:16px}.plot{border:1px solid var(--line);border-radius:6px;background:#fff}
-.plot text{font-size:11px;fill:var(--fg)}.plot .pt{font-size:13px;font-weight:600}.plot .al{fill:var(--dim)}
-.plot .grid{stroke:#eef0f3;fill:none}.plot .axis{stroke:#8a939e;fill:none}.plot .eager{stroke:#8a939e;
-stroke-dasharray:4 3;fill:none}.plot .el{fill:var(--dim)}.plot .dots{stroke:#9aa6b5;stroke-width:4;
-stroke-linecap:round;fill:none;opacity:.7}.plot .fails{stroke:var(--bad);stroke-width:1;opacity:.5;fill:none}
-.plot .best{stroke:var(--acc);stroke-width:2;fill:none}.plot .mark{fill:var(--path);stroke:#fff}
-.plot .ml{font-weight:600;fill:var(--path)}
-table.stats{border-collapse:collapse;font-variant-numeric:tabular-nums}table.stats th,table.stats td{
-padding:3px 10px;border-bottom:1px solid var(--line);text-align:right}table.stats .l{text-align:left}
-table.stats tr.tot td{font-weight:600}table.stats td{white-space:nowrap}.scroll{overflow-x:auto}
-table.res{border-collapse:collapse;margin:6px 0;font-size:13px}table.res th{text-align:right;color:var(--dim);
-font-weight:normal;padding:1px 10px 1px 0;vertical-align:top}table.res td{padding:1px 0}
-pre{background:#f6f8fa;border:1px solid var(--line);border-radius:6px;padding:8px 10px;overflow:auto;
-font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;max-height:560px}pre.err{color:var(--bad)}
-pre.code:empty::before{content:"(code loads when opened)";color:var(--dim)}
-.code .k{color:#8839ef;font-weight:600}.code .s{color:#0a7a3d}.code .c{color:#7a8490;font-style:italic}
-.code .m{color:#b35900}.code .nd{color:#1f5fbf}.code .nb{color:#00739e}
-ul.tree,ul.tree ul{list-style:none;margin:0;padding-left:18px;border-left:1px dotted var(--line)}
-ul.tree{padding-left:0;border:0}details>summary{cursor:pointer;padding:1px 0}details.k>summary .st{
-font-weight:600}details.s-ok>summary .st{color:var(--ok)}details.k:not(.s-ok):not(.s-queued)>summary .st{
-color:var(--bad)}details.s-queued>summary .st{color:var(--acc)}.why{color:var(--dim)}.x{font-weight:600}
-details.path>summary{background:#fff7e0}details.best>summary{background:#ffe9b3}.star{color:var(--path)}
-.iid{color:#00739e;font-weight:600}.idea .title{font-weight:600}.itext{white-space:pre-wrap;color:#36404a;
-margin:2px 0 4px 18px;font-size:13px}details.res{margin:2px 0 6px 18px}details.res>summary{color:var(--dim);
-font-size:12px}.ctl{margin:4px 0 10px}.ctl button{margin-right:6px}ol.lineage{margin:4px 0 8px}
-footer{margin-top:32px;font-size:12px}
-"""
 
 # The page's only script: fills a kernel's code from the embedded JSON when its panel opens, highlights Python
 # (a small tokenizer: keywords, strings, comments, numbers, decorators), and drives the tree buttons.

@@ -32,11 +32,16 @@ import contextlib
 import copy
 import statistics
 import time
+from dataclasses import dataclass
+from typing import Callable, ContextManager
 
 import torch
 
 from kernelsearch.judge import wire
+from kernelsearch.judge.client import RunnerClient
+from kernelsearch.judge.conversation import Conversation
 from kernelsearch.judge.correctness import COMPARE_CHUNK, agreement, compare
+from kernelsearch.judge.family import Case
 from kernelsearch.judge.memory import timing_calls
 from kernelsearch.judge.numerics import references, to_hi
 from kernelsearch.judge.seeds import derive_seed
@@ -48,6 +53,26 @@ MIN_BATCHES, MAX_BATCHES = 3, 6
 TARGET_SPREAD = 0.02
 FIXED_COST_SAMPLES = 7
 GRAPH_LAUNCH_CAP = 0.5e-3      # s: the most a batch's graph launch and wake-up is credited beyond the empty batch
+
+
+@dataclass(frozen=True)
+class TimingResult:
+    """What the clock hands the harness: each side's per-call time on the timed case, and what the roofline needs."""
+    time_ms: float                        # the candidate's per call (median over batches, side steps charged)
+    ref_time_ms: float                    # the eager reference's, on the same clock
+    speedup: float | None                 # ref_time_ms / time_ms; None where time_ms is 0
+    compile_ref_time_ms: float | None     # torch.compile's reference, where it was timed (compare_compile, GPU)
+    speedup_compile: float | None         # compile_ref_time_ms / time_ms; None where either is missing or 0
+    case: Case                            # the timed case
+    in_bytes: int                         # one call's inputs
+    out_bytes: int                        # one call's outputs (the reference's)
+    timings: dict[str, dict]              # per side: median_ms, spread, batches, calls_per_batch, min_ms, max_ms
+    ceilings: dict | None = None          # the device's measured ceilings (GPU), measured holding it alone
+
+    @property
+    def timing_case(self) -> str:
+        """The timed case, described."""
+        return self.case.describe()
 
 
 def spread(v: list[float]) -> float:
@@ -78,62 +103,67 @@ def _nbytes(values) -> int:
     return sum(t.numel() * t.element_size() for t in wire.flat_tensors(values))
 
 
-def time_sides(j) -> dict:
-    """Time the candidate against the reference(s) for the judge `j` (harness.Judge)."""
-    cuda = j.mode == "cuda"
-    case = j.problem.timed_case if cuda else j.problem.cpu_timed_case()
-    seed = derive_seed(j.secret, "timing")
-    atol, rtol = j.timed_tolerance(case)   # the problem's, or eager's own error where that decided correctness
+def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], tuple[float, float]],
+               lease: Callable[[str], ContextManager], detail: dict) -> TimingResult:
+    """Time the candidate (`talk.cand`) against the reference(s) in runners of its own, on the timed case.
+
+    `secret` is the evaluation's seed; `tolerance(case)` the timed outputs' (atol, rtol); `lease(kind)` holds the
+    device ("shared" or "exclusive"); the timing plan and the loop's laps are written into `detail`."""
+    cuda = talk.mode == "cuda"
+    problem, mem, settings = talk.problem, talk.mem, talk.settings
+    case = problem.timed_case if cuda else problem.cpu_timed_case()
+    seed = derive_seed(secret, "timing")
+    atol, rtol = tolerance(case)   # the problem's, or eager's own error where that decided correctness
 
     def inputs_of(b: int, k: int) -> list:
-        return j.problem.build_inputs(case, derive_seed(seed, b, k), j.device)
+        return problem.build_inputs(case, derive_seed(seed, b, k), talk.device)
 
-    j.mem.doing = f"the timing stage's inputs, slots and output checks on {case.describe()}"
+    mem.doing = f"the timing stage's inputs, slots and output checks on {case.describe()}"
     probe = inputs_of(-2, 0)
     in_bytes = _nbytes(probe)
-    sides = {"candidate": j.cand, "eager": j._runner("reference")}
-    j._ask(sides["eager"], {"op": "load", "role": "reference", "problem": j.problem.ref},
-           "loading the reference", "timing")
-    if j.s.compare_compile and cuda:
-        sides["compile"] = j._runner("reference")
-        j._ask(sides["compile"], {"op": "load", "role": "reference", "problem": j.problem.ref},
-               "loading the reference", "timing")
-    ref = j._build(case, seed, "timing", [(r, "compile" if name == "compile" else "eager")
-                                          for name, r in sides.items()])
+    sides = {"candidate": talk.cand, "eager": talk.runner("reference")}
+    talk.ask(sides["eager"], {"op": "load", "role": "reference", "problem": problem.ref},
+             "loading the reference", "timing")
+    if settings.compare_compile and cuda:
+        sides["compile"] = talk.runner("reference")
+        talk.ask(sides["compile"], {"op": "load", "role": "reference", "problem": problem.ref},
+                 "loading the reference", "timing")
+    ref = talk.build(case, seed, "timing", [(r, "compile" if name == "compile" else "eager")
+                                            for name, r in sides.items()])
     ref32 = copy.deepcopy(ref).to(torch.float32)   # the timed outputs' float32 reference, built once
     with torch.no_grad():
         out_bytes = _nbytes(ref(*probe))
     del probe
     # as many calls as fit on the device beside the judge's check, every side holding n input sets and outputs
     # (judge/memory.py); under MIN_CALLS only where two do not fit, with a note
-    free, _ = j.mem.free()
-    n, note = timing_calls(in_bytes, out_bytes, len(sides), free, j.s.timing_iters if cuda else
-                           min(j.s.timing_iters, 3), BATCH_BYTES, MIN_CALLS)
+    free, _ = mem.free()
+    n, note = timing_calls(in_bytes, out_bytes, len(sides), free, settings.timing_iters if cuda else
+                           min(settings.timing_iters, 3), BATCH_BYTES, MIN_CALLS)
     batches = (MIN_BATCHES, MAX_BATCHES) if cuda else (1, 2)
-    j.mem.record()["timing"] = {
+    mem.record()["timing"] = {
         "calls_per_batch": n, "sides": len(sides), "free_mb": round(free / 2**20, 1)}
     if note:
-        j.mem.note(f"timing: {note}")
-    chunk = j.mem.plans[case.name].chunk if case.name in j.mem.plans else COMPARE_CHUNK
+        mem.note(f"timing: {note}")
+    chunk = mem.plans[case.name].chunk if case.name in mem.plans else COMPARE_CHUNK
     plan = {"calls_per_batch": n, "in_bytes": in_bytes, "out_bytes": out_bytes, "graphs": {}}
-    j.detail["timing_plan"] = plan
+    detail["timing_plan"] = plan
     t_stage = time.perf_counter()
     views: dict[str, list] = {}
-    with j.lease("shared"):   # slots, graphs and a priming batch (Triton's JIT, torch.compile) beside other checks
+    with lease("shared"):   # slots, graphs and a priming batch (Triton's JIT, torch.compile) beside other checks
         first = [inputs_of(-1, k) for k in range(n)]
         for name, r in sides.items():
-            views[name] = [j._put(r, k, first[k], "timing") for k in range(n)]
+            views[name] = [talk.put(r, k, first[k], "timing") for k in range(n)]
             if cuda:
-                reply, _ = j._ask(r, {"op": "graph", "slots": list(range(n))}, "capturing a CUDA graph", "timing")
+                reply, _ = talk.ask(r, {"op": "graph", "slots": list(range(n))}, "capturing a CUDA graph", "timing")
                 plan["graphs"][name] = True if reply.get("graph") else f"no: {str(reply.get('why'))[:200]}"
-            j._ask(r, {"op": "batch", "slots": list(range(n)), "n": n}, "a priming batch", "timing")
+            talk.ask(r, {"op": "batch", "slots": list(range(n)), "n": n}, "a priming batch", "timing")
         del first
         fixed = 0.0
         if cuda:   # the fixed cost of a batch, on the reference's runner: an empty batch's round trip
             samples = []
             for _ in range(FIXED_COST_SAMPLES):
                 t0 = time.perf_counter()
-                j._ask(sides["eager"], {"op": "batch", "slots": [], "n": 0}, "an empty batch", "timing")
+                talk.ask(sides["eager"], {"op": "batch", "slots": [], "n": 0}, "an empty batch", "timing")
                 samples.append(time.perf_counter() - t0)
             fixed = statistics.median(samples)
             plan["fixed_ms"] = round(fixed * 1e3, 4)
@@ -148,19 +178,20 @@ def time_sides(j) -> dict:
     # The candidate's process is frozen from the refill until its ping, and from its describe until its outputs
     # are read, so it never runs while fresh inputs wait for it.
     laps = {"refill": 0.0, "batches": 0.0, "check": 0.0}   # where the exclusive loop's time goes (stage_s)
+    ceil: dict | None = None
     t_wait = time.perf_counter()
-    with j.lease("exclusive"):
+    with lease("exclusive"):
         laps["lease_wait"] = time.perf_counter() - t_wait
         for b in range(batches[1]):
             t_lap = time.perf_counter()
-            _refill(j, sides, views, inputs_of, b, n)
+            _refill(talk, sides, views, inputs_of, b, n)
             laps["refill"] += time.perf_counter() - t_lap
-            if cuda and j.ceilings is None:
+            if cuda and ceil is None:
                 from kernelsearch.judge.roofline import ceilings
 
-                j.ceilings = ceilings("cuda")   # measured once per device, only while holding it alone
+                ceil = ceilings("cuda")   # measured once per device, only while holding it alone
             t_lap = time.perf_counter()
-            clock, events, pings, cand_reply, cand_bufs = _timed_batch(j, sides, b, n)
+            clock, events, pings, cand_reply, cand_bufs = _timed_batch(talk, sides, b, n)
             laps["batches"] += time.perf_counter() - t_lap
             # the reference's runners are trusted: their wall time beyond their CUDA-event time is recorded
             ev = events.get("eager")
@@ -178,7 +209,7 @@ def time_sides(j) -> dict:
                 else:
                     per_call[name].append(max(t_batch - fixed, 0.0) * 1e3 / n)
             t_lap = time.perf_counter()
-            _check(j, sides["candidate"], cand_reply, cand_bufs, inputs_of, b, n, ref, ref32, atol, rtol, chunk)
+            _check(talk, sides["candidate"], cand_reply, cand_bufs, inputs_of, b, n, ref, ref32, atol, rtol, chunk)
             laps["check"] += time.perf_counter() - t_lap
             del cand_reply, cand_bufs
             if b + 1 >= batches[0] and all(spread(v) <= TARGET_SPREAD for v in per_call.values()):
@@ -197,7 +228,7 @@ def time_sides(j) -> dict:
             plan["cand_overhead_ms"] = round(own * 1e3, 4)
         plan["charged_overhead_ms"] = round(charged * 1e3, 4)
         per_call["candidate"] = [max(w - charged, 0.0) * 1e3 / n for w in cand_walls]
-    stage_s = j.detail.setdefault("stage_s", {})
+    stage_s = detail.setdefault("stage_s", {})
     stage_s["timing_loop"] = round(time.perf_counter() - t_stage, 3)
     stage_s.update({f"timing_{k}": round(v, 3) for k, v in laps.items()})
     for name, r in sides.items():
@@ -211,19 +242,18 @@ def time_sides(j) -> dict:
     charge = max(0.0, statistics.median(side_steps)) * 1e3 / n if side_steps else 0.0
     plan["side_step_charge_ms"] = round(charge, 5)
     med["candidate"] += charge
-    out = {"time_ms": med["candidate"], "ref_time_ms": med["eager"], "timing_case": case.describe(),
-           "in_bytes": in_bytes, "out_bytes": out_bytes,
-           "timings": {k: {"median_ms": med[k], "spread": spread(v), "batches": len(v), "calls_per_batch": n,
-                           "min_ms": min(v), "max_ms": max(v)} for k, v in per_call.items()}}
-    out["speedup"] = med["eager"] / med["candidate"] if med["candidate"] > 0 else None
-    if "compile" in med:
-        out["compile_ref_time_ms"] = med["compile"]
-        out["speedup_compile"] = med["compile"] / med["candidate"] if med["candidate"] > 0 else None
-    out["case"] = case
-    return out
+    cand_ms, compile_ms = med["candidate"], med.get("compile")
+    return TimingResult(
+        time_ms=cand_ms, ref_time_ms=med["eager"], speedup=med["eager"] / cand_ms if cand_ms > 0 else None,
+        compile_ref_time_ms=compile_ms,
+        speedup_compile=compile_ms / cand_ms if compile_ms is not None and cand_ms > 0 else None,
+        case=case, in_bytes=in_bytes, out_bytes=out_bytes,
+        timings={k: {"median_ms": med[k], "spread": spread(v), "batches": len(v), "calls_per_batch": n,
+                     "min_ms": min(v), "max_ms": max(v)} for k, v in per_call.items()},
+        ceilings=ceil)
 
 
-def _timed_batch(j, sides: dict, b: int, n: int):
+def _timed_batch(talk: Conversation, sides: dict, b: int, n: int):
     """Each side's ping, batch and describe, on the judge's clock; the candidate is thawed just before its ping and
     frozen again after its describe. Returns the clock readings, the references' event times, the pings, and the
     candidate's describe reply with its buffers."""
@@ -236,16 +266,16 @@ def _timed_batch(j, sides: dict, b: int, n: int):
         if name == "candidate":
             r.thaw()
         tp = time.perf_counter()
-        j._ask(r, {"op": "ping"}, "a ping", "timing")
+        talk.ask(r, {"op": "ping"}, "a ping", "timing")
         t0 = time.perf_counter()
         pings[name] = t0 - tp
-        done, _ = j._ask(r, {"op": "batch", "slots": list(range(n)), "n": n, "events": True},
-                         "a timed batch", "timing")
+        done, _ = talk.ask(r, {"op": "batch", "slots": list(range(n)), "n": n, "events": True},
+                           "a timed batch", "timing")
         t1 = time.perf_counter()
         events[name] = done.get("event_ms")   # the candidate's is its word: it can only lower its credit (above)
         if name == "candidate":
-            j._advisories(done, "a timed batch", "timing")
-        reply, bufs = j._ask(r, {"op": "describe"}, "describing a timed batch", "timing")
+            talk.advisories(done, "a timed batch", "timing")
+        reply, bufs = talk.ask(r, {"op": "describe"}, "describing a timed batch", "timing")
         t2 = time.perf_counter()
         if name == "candidate":
             r.freeze()   # nothing runs in the candidate's process until its outputs are read
@@ -255,11 +285,11 @@ def _timed_batch(j, sides: dict, b: int, n: int):
     return clock, events, pings, cand_reply, cand_bufs
 
 
-def _refill(j, sides: dict, views: dict, inputs_of, b: int, n: int) -> None:
+def _refill(talk: Conversation, sides: dict, views: dict, inputs_of, b: int, n: int) -> None:
     """Fresh inputs in every slot of every side (on a GPU written in place by the judge); the candidate is left
     frozen, until its ping."""
     cand = sides["candidate"]
-    if j.mode == "cuda":
+    if talk.mode == "cuda":
         cand.freeze()   # thawed by _timed_batch just before its ping
         for k in range(n):
             x = inputs_of(b, k)
@@ -273,12 +303,12 @@ def _refill(j, sides: dict, views: dict, inputs_of, b: int, n: int) -> None:
     for k in range(n):
         x = inputs_of(b, k)
         for r in sides.values():
-            j._put(r, k, x, "timing")
+            talk.put(r, k, x, "timing")
     cand.freeze()
 
 
-def _check(j, r, reply: dict, bufs: list, inputs_of, b: int, n: int, ref, ref32, atol: float, rtol: float,
-           chunk: int = COMPARE_CHUNK) -> None:
+def _check(talk: Conversation, r: RunnerClient, reply: dict, bufs: list, inputs_of, b: int, n: int, ref, ref32,
+           atol: float, rtol: float, chunk: int = COMPARE_CHUNK) -> None:
     """Every output of the candidate's timed batch against the reference on that call's inputs (runner frozen).
 
     The batch's first call is judged by `compare` in full (types, shapes, dtypes, values); the others against the
@@ -305,7 +335,7 @@ def _check(j, r, reply: dict, bufs: list, inputs_of, b: int, n: int, ref, ref32,
         like, flags, gots = None, [], {}
         for k, obj in enumerate(outs):
             try:
-                got = wire.decode(obj, bufs, j.device, r.ipc)
+                got = wire.decode(obj, bufs, talk.device, r.ipc)
             except wire.WireError as err:
                 raise CandidateFailure(Status.crash, f"a timed call's output is malformed: {err}",
                                        stage="timing") from None

@@ -7,9 +7,10 @@ on a GPU the judge reads those outputs (and writes the inputs) in place in the r
 with the runner frozen (SIGSTOP) while it reads. The reference is timed in a second runner that never loaded the
 candidate, by the same clock: the judge's wall clock around batches of calls (see `Judge.timing`).
 
-`evaluate` returns an `EvalResult`; a failing stage stops the rest and its status is the result. The module is
-past 500 lines because the stages share one object's state (runners, seed, memory plans, detail); the clock, the
-numerics and the memory plan are modules of their own (clock.py, numerics.py, memory.py).
+`evaluate` returns an `EvalResult`; a failing stage stops the rest and its status is the result. The stages share
+one object's state (runners, seed, memory plans, detail); the talk with the runners, the clock, the numerics and the
+memory plan are modules of their own (conversation.py, clock.py, numerics.py, memory.py): the clock is handed the
+judge's `Conversation` and returns a `TimingResult`, whose fields `evaluate` copies onto the result.
 """
 from __future__ import annotations
 
@@ -22,10 +23,11 @@ from typing import Callable, ContextManager
 
 import torch
 
-from kernelsearch.judge import wire
-from kernelsearch.judge.client import RunnerClient, RunnerLost, spawn_local
+from kernelsearch.judge.client import RunnerClient, spawn_local
+from kernelsearch.judge.clock import TimingResult, time_sides
+from kernelsearch.judge.conversation import Conversation
 from kernelsearch.judge.correctness import compare
-from kernelsearch.judge.memory import JudgeMemory, is_out_of_memory, tensor_bytes
+from kernelsearch.judge.memory import JudgeMemory, is_out_of_memory
 from kernelsearch.judge.numerics import (
     EAGER_SLACK_CHECK,
     NATIVE,
@@ -38,7 +40,7 @@ from kernelsearch.judge.numerics import (
     stability_inputs,
     within_eager,
 )
-from kernelsearch.judge.problem import DTYPES, Case, Problem
+from kernelsearch.judge.problem import Case, Problem
 from kernelsearch.judge.result import EvalResult
 from kernelsearch.judge.scan import scan_source
 from kernelsearch.judge.seeds import derive_seed
@@ -62,23 +64,6 @@ def _same(a: list, b: list) -> bool:
     return True
 
 
-def _failure_from(reply: dict, what: str, stage: str) -> CandidateFailure:
-    err = reply.get("error")
-    if not isinstance(err, dict):
-        return CandidateFailure(Status.crash, f"{what}: malformed reply from the candidate's process", stage=stage)
-    name, text, tb = (str(err.get(k, ""))[:4000] for k in ("type", "text", "tb"))
-    first = text.strip().splitlines()[0][:300] if text.strip() else ""
-    where = str(err.get("stage", ""))
-    if where in ("compile", "static"):
-        status = Status.compile_error if where == "compile" else Status.rejected
-    elif "Compil" in name or "compil" in text[:200]:
-        status = Status.compile_error
-    else:
-        status = Status.crash
-    return CandidateFailure(status, f"{what} raised {name}: {first}" if name else f"{what}: {first}",
-                            tb or None, stage=stage)
-
-
 class Judge:
     def __init__(self, problem: Problem, source: str, settings: EvalSettings, *, mode: str, seed: int,
                  spawn: Callable[[str], RunnerClient],
@@ -87,7 +72,7 @@ class Judge:
         self.problem, self.source, self.s = problem, source, settings
         self.mode, self.secret = mode, seed
         self.device = "cuda" if mode == "cuda" else "cpu"
-        self.spawn, self.lease = spawn, lease
+        self.lease = lease
         self.candidate_path = candidate_path
         self.candidate_user = candidate_user   # {"uid", "home"} of the candidate's runner, where it has its own user
         self._case_bytes: dict[str, int] = {}   # a case's input bytes, as drawn by the correctness stage
@@ -95,95 +80,14 @@ class Judge:
         self._eager_decided: set[str] = set()     # cases where eager's own error decided correctness
         self.detail: dict = {"cases": []}
         self.mem = JudgeMemory(self.detail, self.device, settings.judge_memory_mb)   # each case's memory plan
-        self.cand: RunnerClient | None = None
-        self.ceilings: dict | None = None
+        self.talk = Conversation(problem, settings, mode=mode, spawn=spawn, mem=self.mem)   # with its runners
         self.peak_mb: float | None = None
         self.language: str | None = None
 
-    # -- runners --------------------------------------------------------------------------------------------
-    def _runner(self, role: str) -> RunnerClient:
-        r = self.spawn(role)
-        if self.mode == "cuda":
-            r.ipc = wire.IpcReader()
-        self._ask(r, {"op": "setup", "mode": self.mode, "threads": 1,
-                      "gpu_memory_fraction": self.s.gpu_memory_fraction}, "setting up", "compile")
-        return r
-
-    def _ask(self, r: RunnerClient, header: dict, what: str, stage: str, buffers: list | None = None):
-        try:
-            reply, bufs = r.request(header, buffers)
-        except RunnerLost as err:
-            raise CandidateFailure(Status.crash, f"{what}: {err}", stage=stage) from None
-        except wire.WireError as err:
-            raise CandidateFailure(Status.crash, f"{what}: malformed reply from the {r.name}'s process: {err}",
-                                   stage=stage) from None
-        if "error" in reply:
-            # slots and timed batches the judge sized (inputs, a batch's outputs, a graph's pool), or a reference
-            # runner: out of memory there is the harness's failure (seen on an H200: a priming batch's 4 GiB output)
-            if header.get("op") in ("inputs", "batch", "graph") or r is not self.cand:
-                self.mem.raise_if_out_of_memory(reply["error"], f"the {r.name}'s process {what}", stage)
-            raise _failure_from(reply, what, stage)
-        return reply, bufs
-
-    def _decode(self, r: RunnerClient, obj, bufs, what: str, stage: str, limit: int | None = None):
-        """A value from a runner, copied into the judge's own memory at once. Outputs larger than `limit` bytes
-        are refused before the copy (the judge's memory is planned for the reference's outputs)."""
-        try:
-            value = wire.decode(obj, bufs, self.device, r.ipc)
-        except wire.WireError as err:
-            raise CandidateFailure(Status.crash, f"{what}: malformed output from the candidate's process: {err}",
-                                   stage=stage) from None
-        if limit is not None and tensor_bytes([value]) > limit:
-            raise CandidateFailure(Status.incorrect, f"{what} returned {tensor_bytes([value]) / 2**20:,.1f} MiB of "
-                                   f"outputs; the reference returns {self.mem.out_bytes / 2**20:,.1f} MiB", stage=stage)
-        return _own(value)
-
-    def _build(self, case: Case, seed: int, stage: str, runners: list[tuple[RunnerClient, str]]) -> torch.nn.Module:
-        """The reference model here (trusted), built once, and each runner's model (`name` eager, or compile for
-        torch.compile's) with the same init and the same weights."""
-        init = self.problem.build_init_inputs(case)
-        init_seed = derive_seed(seed, "init")
-        torch.manual_seed(init_seed)
-        ref = self.problem.module.Model(*init)
-        state = ref.state_dict() if isinstance(ref, torch.nn.Module) else {}
-        ref = ref.to(self.device)
-        dtype = case.dtype if self.problem.builtin and case.dtype in DTYPES else None
-        if dtype:
-            ref = ref.to(DTYPES[dtype])
-        bufs: list = []
-        header = {"op": "build", "init": wire.encode(list(init), bufs), "dtype": dtype, "seed": init_seed,
-                  "state": {k: wire.encode(v, bufs) for k, v in state.items()}}
-        for r, name in runners:
-            self._ask(r, {**header, "name": name}, "ModelNew(...)", stage, bufs)
-        return ref
-
-    def _put(self, r: RunnerClient, slot: int, inputs: list, stage: str) -> list | None:
-        """Give the runner its inputs for `slot`. GPU: the runner allocates, the judge writes in place and
-        returns the views it can read back (the input check)."""
-        bufs: list = []
-        if self.mode == "cuda":
-            vals = [{"alloc": {"dtype": wire.DTYPE_NAMES[v.dtype], "shape": list(v.shape)}}
-                    if isinstance(v, torch.Tensor) else wire.encode(v, bufs) for v in inputs]
-        else:
-            vals = [wire.encode(v, bufs) for v in inputs]
-        reply, _ = self._ask(r, {"op": "inputs", "slot": slot, "values": vals}, "receiving inputs", stage, bufs)
-        if self.mode != "cuda":
-            return None
-        views = []
-        try:
-            for v, d in zip(inputs, reply.get("descs") or []):
-                if isinstance(v, torch.Tensor):
-                    view = r.ipc.tensor((d or {}).get("ipc"))
-                    if view.shape != v.shape or view.dtype != v.dtype or not view.is_contiguous():
-                        raise wire.WireError("an input buffer of the wrong shape")
-                    view.copy_(v)
-                    views.append(view)
-                else:
-                    views.append(v)
-        except wire.WireError as err:
-            raise CandidateFailure(Status.crash, f"receiving inputs: {err}", stage=stage) from None
-        torch.cuda.synchronize()
-        return views
+    @property
+    def cand(self) -> RunnerClient | None:
+        """The candidate's runner, once the compile stage started it."""
+        return self.talk.cand
 
     # -- stages ---------------------------------------------------------------------------------------------
     def compile(self) -> None:
@@ -191,29 +95,16 @@ class Judge:
         self.detail["language"] = self.language
         self.detail.update(scan_source(self.source, self.language, allow=self.s.allow_torch))
         pin_precision()
-        self.cand = self._runner("candidate")
+        self.talk.cand = self.talk.runner("candidate")
         self.cand.watch_strays = True   # its processes outside its group are looked for at every freeze
         self.cand.uid = (self.candidate_user or {}).get("uid")
-        reply, _ = self._ask(self.cand, {"op": "load", "role": "candidate", "path": self.candidate_path,
+        reply, _ = self.talk.ask(self.cand, {"op": "load", "role": "candidate", "path": self.candidate_path,
                                          "language": self.language}, "loading the candidate", "compile")
-        self._advisories(reply, "after loading", "compile")
-
-    def _advisories(self, reply: dict, when: str, stage: str) -> None:
-        """What the runner reports of its own process: advisory, it catches honest mistakes and naive cheats."""
-        if reply.get("guard"):
-            names = ", ".join(str(x) for x in reply["guard"][:10])
-            raise CandidateFailure(Status.rejected, f"identity check: the candidate replaced {names} ({when})",
-                                   stage=stage)
-        if reply.get("tf32"):
-            raise CandidateFailure(Status.rejected, f"the candidate changed the TF32/matmul precision settings "
-                                   f"({when})", stage=stage)
-        if isinstance(reply.get("threads"), int) and reply["threads"] > 0:
-            raise CandidateFailure(Status.rejected, f"thread check: {reply['threads']} thread(s) still running after "
-                                   f"{when} returned; all work must finish inside the call", stage=stage)
+        self.talk.advisories(reply, "after loading", "compile")
 
     def _call(self, slot: int, inputs: list, views: list | None, what: str, stage: str = "correctness"):
-        reply, bufs = self._ask(self.cand, {"op": "call", "slot": slot}, what, stage)
-        self._advisories(reply, what, stage)
+        reply, bufs = self.talk.ask(self.cand, {"op": "call", "slot": slot}, what, stage)
+        self.talk.advisories(reply, what, stage)
         if self.language == "triton" and reply.get("launches") == 0:
             raise CandidateFailure(Status.rejected, f"kernel-launch check: {what} launched none of the candidate's "
                                    "own Triton kernels (the work was done some other way)", stage=stage)
@@ -228,8 +119,8 @@ class Judge:
             self.peak_mb = max(self.peak_mb or 0.0, float(reply["peak_mb"]))
         self.cand.freeze()   # nothing runs in the candidate's process while the judge reads its memory
         try:
-            got = self._decode(self.cand, reply.get("out"), bufs, what, stage, self.mem.out_limit())
-            after = views if views is not None else self._decode(self.cand, reply.get("inputs"), bufs, what, stage)
+            got = self.talk.decode(self.cand, reply.get("out"), bufs, what, stage, self.mem.out_limit())
+            after = views if views is not None else self.talk.decode(self.cand, reply.get("inputs"), bufs, what, stage)
             if after is not None and not _same(inputs, list(after)):
                 raise CandidateFailure(Status.rejected, f"input check: {what}: the candidate modified its inputs in "
                                        "place", stage=stage)
@@ -277,9 +168,9 @@ class Judge:
         notes = []
         for case in cases:
             seed = derive_seed(self.secret, case.name, "warm")
-            self._build(case, seed, "correctness", [(self.cand, "eager")])   # a case's model can differ (its init)
-            self._put(self.cand, 0, self.problem.build_inputs(case, seed, self.device), "correctness")
-            reply, _ = self._ask(self.cand, {"op": "warm", "slot": 0}, "compiling its kernels", "correctness")
+            self.talk.build(case, seed, "correctness", [(self.cand, "eager")])   # a case's model can differ (its init)
+            self.talk.put(self.cand, 0, self.problem.build_inputs(case, seed, self.device), "correctness")
+            reply, _ = self.talk.ask(self.cand, {"op": "warm", "slot": 0}, "compiling its kernels", "correctness")
             if not reply.get("warm"):
                 notes.append(f"{case.name}: {str(reply.get('why'))[:80]}")
                 break   # an autotuned kernel or a forward that needs its outputs: the calls compile the rest
@@ -290,11 +181,11 @@ class Judge:
         atol, rtol = self.problem.tolerance(case)
         for trial in range(self.s.trials):
             seed = derive_seed(self.secret, case.name, trial)
-            ref = self._build(case, seed, "correctness", [(self.cand, "eager")])
+            ref = self.talk.build(case, seed, "correctness", [(self.cand, "eager")])
             self.mem.doing = f"building the inputs of {case.describe()}"
             inputs = self.problem.build_inputs(case, seed, self.device)
             plan = self.mem.plan(self.problem, case, ref, inputs)
-            views = self._put(self.cand, 0, inputs, "correctness")
+            views = self.talk.put(self.cand, 0, inputs, "correctness")
             # the candidate runs before any reference output exists, in a process that cannot see them anyway
             t_call = time.perf_counter()
             got = self._call(0, inputs, views, "ModelNew.forward")
@@ -342,7 +233,7 @@ class Judge:
         problem's generator draws. Skipped, and said in the detail, where no input is one-signed or the reference
         is not finite there."""
         seed = derive_seed(self.secret, case.name, "signed")
-        ref = self._build(case, seed, "correctness", [(self.cand, "eager")])
+        ref = self.talk.build(case, seed, "correctness", [(self.cand, "eager")])
         self.mem.doing = f"building the signed-input case of {case.describe()}"
         drawn = signed_inputs(self.problem.build_inputs(case, seed, self.device), derive_seed(seed, "signs"))
         if drawn is None:
@@ -350,7 +241,7 @@ class Judge:
             return
         inputs, changed = drawn
         plan = self.mem.plan(self.problem, case, ref, inputs)
-        views = self._put(self.cand, 0, inputs, "correctness")
+        views = self.talk.put(self.cand, 0, inputs, "correctness")
         got = self._call(0, inputs, views, "ModelNew.forward (signed-input case)")
         self.mem.doing = f"computing the reference of the signed-input case of {case.describe()}"
         want, want_hi = references(ref, inputs, plan.hi or NATIVE)
@@ -385,14 +276,14 @@ class Judge:
         """Two calls on different inputs of the same shape, both before the reference runs; both must be right (a
         cache keyed on shape, data_ptr, version or a global returns the first answer twice)."""
         seed = derive_seed(self.secret, case.name, "repeat")
-        ref = self._build(case, seed, "correctness", [(self.cand, "eager")])
+        ref = self.talk.build(case, seed, "correctness", [(self.cand, "eager")])
         self.mem.doing = f"building two input sets of {case.describe()} (the cache check)"
         sets = [self.problem.build_inputs(case, derive_seed(seed, i), self.device) for i in range(2)]
         plan = self.mem.plan(self.problem, case, ref, sets[0])
         self._case_bytes[case.name] = sum(t.numel() * t.element_size() for t in sets[0] if isinstance(t, torch.Tensor))
         outs = []
         for i, inputs in enumerate(sets):
-            views = self._put(self.cand, 0, inputs, "correctness")
+            views = self.talk.put(self.cand, 0, inputs, "correctness")
             outs.append(self._call(0, inputs, views, f"ModelNew.forward (repeat call {i})"))
         atol, rtol = self.problem.tolerance(case)
         self.mem.doing = f"the references and comparisons of the cache check on {case.describe()}"
@@ -414,11 +305,11 @@ class Judge:
     def _stability_one(self, case: Case, name: str) -> CandidateFailure | None:
         atol, rtol = self.problem.stability_tolerance(case)
         seed = derive_seed(self.secret, case.name, "stability", name)
-        ref = self._build(case, seed, "correctness", [(self.cand, "eager")])
+        ref = self.talk.build(case, seed, "correctness", [(self.cand, "eager")])
         self.mem.doing = f"building the {name} stability inputs of {case.describe()}"
         inputs = stability_inputs(name, self.problem.build_inputs(case, seed, self.device), case.dtype, seed)
         plan = self.mem.plan(self.problem, case, ref, inputs)
-        views = self._put(self.cand, 0, inputs, "correctness")
+        views = self.talk.put(self.cand, 0, inputs, "correctness")
         got = self._call(0, inputs, views, f"ModelNew.forward ({name} inputs)")
         self.mem.doing = f"the float64 reference and comparison of the {name} stability inputs of {case.describe()}"
         want, want_hi = references(ref, inputs, torch.float64)
@@ -456,10 +347,10 @@ class Judge:
                                    str(report.get("error"))[:6000], stage="compile_sm90")
 
     # -- timing ---------------------------------------------------------------------------------------------
-    def timing(self) -> dict:
-        from kernelsearch.judge.clock import time_sides
-
-        return time_sides(self)
+    def timing(self) -> TimingResult:
+        """The clock's reading of the candidate against the reference(s) (clock.py)."""
+        return time_sides(self.talk, secret=self.secret, tolerance=self.timed_tolerance, lease=self.lease,
+                          detail=self.detail)
 
     # -- helpers --------------------------------------------------------------------------------------------
     def _add_s(self, key: str, since: float) -> None:
@@ -478,19 +369,7 @@ class Judge:
         return ""
 
     def close(self) -> None:
-        if self.cand is not None:
-            self.cand.close()
-
-
-def _own(value):
-    """Copy a decoded value into the judge's own memory (an IPC view must not outlive the runner's thaw)."""
-    if isinstance(value, torch.Tensor):
-        return value.clone()
-    if isinstance(value, list):
-        return [_own(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_own(v) for v in value)
-    return value   # scalars, strings, dtypes: immutable
+        self.talk.close()
 
 
 def io_floor_ms(in_bytes: int, out_bytes: int, ceil: dict) -> float | None:
@@ -546,17 +425,16 @@ def evaluate(problem: Problem, source: str, settings: EvalSettings, *, mode: str
         stage = "timing"
         timed = judge.timing()
         lap("timing")
-        case: Case = timed.pop("case")
-        judge.detail["timings"] = timed.pop("timings")
-        judge.detail["timing_case"] = timed.pop("timing_case")
-        in_bytes, out_bytes = timed.pop("in_bytes"), timed.pop("out_bytes")
-        for k, v in timed.items():
-            setattr(result, k, v)
+        case, in_bytes, out_bytes = timed.case, timed.in_bytes, timed.out_bytes
+        judge.detail["timings"] = timed.timings
+        judge.detail["timing_case"] = timed.timing_case
+        result.time_ms, result.ref_time_ms, result.speedup = timed.time_ms, timed.ref_time_ms, timed.speedup
+        result.compile_ref_time_ms, result.speedup_compile = timed.compile_ref_time_ms, timed.speedup_compile
         if mode == "cuda":
             stage = "roofline"
             from kernelsearch.judge.roofline import ceilings, roofline
 
-            ceil = judge.ceilings or ceilings("cuda")
+            ceil = timed.ceilings or ceilings("cuda")
             judge.detail["ceilings"] = ceil
             floor = io_floor_ms(in_bytes, out_bytes, ceil)
             judge.detail["io_floor_ms"] = floor

@@ -216,7 +216,9 @@ def test_a_family_under_a_tight_plan_keeps_its_verdicts():
     plans = {c["case"].split("[")[0]: c for c in r.detail["memory_plan"]["cases"]}
     assert plans["mid"]["reference"] == "float32" and not plans["mid"]["stability"]
     assert plans["large"]["reference"] == "float64" and plans["large"]["stability"]   # the stability checks' case
-    wrong = harness.__file__.rsplit("/", 1)[0] + "/families/softmax/wrong/no_max_subtraction.py"
+    from kernelsearch.judge.problem import FAMILIES_DIR
+
+    wrong = FAMILIES_DIR / "softmax" / "wrong" / "no_max_subtraction.py"
     r = evaluate(softmax, open(wrong).read(), tight, mode="cpu", seed=7)
     assert r.status == "incorrect" and "scale=50" in r.reason, r.reason
 
@@ -240,13 +242,13 @@ def test_stability_checks_move_to_a_case_that_fits_or_are_skipped_with_a_note():
 
 
 def test_out_of_memory_in_what_the_judge_sized_is_the_harness_failure_and_in_a_call_the_candidate_crash():
-    """The judge's `_ask`: a candidate runner's OOM while receiving inputs, in a timed batch or in a graph capture (the
-    judge sized the slots: seen on an H200, a priming batch's 4 GiB output charged as a crash) is harness_error; the
-    same error raised inside a correctness call (the candidate's own allocations) stays its crash."""
-    from types import SimpleNamespace
-
-    from kernelsearch.judge.harness import Judge
+    """The judge's `Conversation.ask`: a candidate runner's OOM while receiving inputs, in a timed batch or in a graph
+    capture (the judge sized the slots: seen on an H200, a priming batch's 4 GiB output charged as a crash) is
+    harness_error; the same error raised inside a correctness call (the candidate's own allocations) stays its
+    crash."""
+    from kernelsearch.judge.conversation import Conversation
     from kernelsearch.judge.memory import JudgeMemory
+    from kernelsearch.judge.settings import EvalSettings
     from kernelsearch.judge.status import CandidateFailure, HarnessFailure
 
     class Runner:
@@ -256,10 +258,11 @@ def test_out_of_memory_in_what_the_judge_sized_is_the_harness_failure_and_in_a_c
             return {"error": {"type": "OutOfMemoryError", "text": OOM, "tb": ""}}, []
 
     cand = Runner()
-    judge = SimpleNamespace(cand=cand, mem=JudgeMemory({}, "cuda", 64))
+    talk = Conversation(None, EvalSettings(), mode="cuda", spawn=lambda role: cand, mem=JudgeMemory({}, "cuda", 64))
+    talk.cand = cand
     for op in ("inputs", "batch", "graph"):
         with pytest.raises(HarnessFailure):
-            Judge._ask(judge, cand, {"op": op}, f"op {op}", "timing")
+            talk.ask(cand, {"op": op}, f"op {op}", "timing")
     with pytest.raises(CandidateFailure) as err:
-        Judge._ask(judge, cand, {"op": "call", "slot": 0}, "ModelNew.forward", "correctness")
+        talk.ask(cand, {"op": "call", "slot": 0}, "ModelNew.forward", "correctness")
     assert err.value.status == "crash" and not isinstance(err.value, HarnessFailure)

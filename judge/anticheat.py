@@ -4,7 +4,7 @@ The judge decides from outputs it reads itself and times with its own clock (jud
 what is here runs in the candidate's process and is advisory there (docs/anticheat.md): `LaunchCounter` counts
 launches of the candidate's own Triton kernels (the kernel-launch check), `Guard` reports objects the candidate
 replaced (the identity check). `check_problem_variance` flags a problem whose reference output barely varies
-(check 12). The static scan of the source is judge/scan.py.
+(check 12). The static scan of the source is judge/scan/.
 """
 from __future__ import annotations
 

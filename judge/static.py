@@ -57,4 +57,4 @@ def check_source(source: str) -> str:
     return lang
 
 
-from kernelsearch.judge.scan import LOW_PRECISION, scan_source  # noqa: E402,F401 - the scan's home is scan.py
+from kernelsearch.judge.scan import LOW_PRECISION, scan_source  # noqa: E402,F401 - the scan's home is the scan/ package

@@ -19,7 +19,7 @@ headers) is not printed in a traceback. openai-compatible never falls back to $O
 key is not sent to a local server unless the config names that variable.
 
 Temperature and max_tokens come from the `ChatRequest` (the caller fills them from the role's config;
-Anthropic takes no temperature, see `AnthropicProvider`); `hints` are ignored here. When the role lists
+Anthropic takes no temperature, see `AnthropicProvider`); the typed `task` is ignored here. When the role lists
 weighted `models`, each call picks one (`random.Random`); `ChatReply.model` is the name that was asked for,
 the key of the price table, not the server's echo of it.
 """

@@ -1,14 +1,14 @@
 """The offline provider: a rule-based proposer that needs no network, the embedded default.
 
 It answers through the same text contract as an LLM (ideas as JSON, code in a ```python block), so the
-parsing and recording paths are the ones a real provider uses. It reads the structured task from
-`ChatRequest.hints` instead of the prose: the family's search space (families/<name>/space.py)
+parsing and recording paths are the ones a real provider uses. It reads the typed task (`ChatRequest.task`, an
+`IdeaTask` or a `CodeTask`, agent/base.py) instead of the prose: the family's search space (families/<name>/space.py)
 gives the ideas (moves with their text) and the code (the template rendered at the idea's parameters). A problem
 that is not a family (a KernelBench file) is searched in the space its traced reference matches
 (generators/match.py), or refused in one line naming the ops found.
 Deterministic for a given config seed, so a resumed run makes the choices it would have made.
 
-What it reads from the hints, besides the prompt's own task (problem, seeds, idea, branch): `seen_codes`, every
+What it reads from the task, besides the prompt's own (problem, seeds, idea, branch): `seen_codes`, every
 kernel the run has written (an idea is not proposed again), `earlier_codes`, the kernels of earlier rounds (a
 branch is not written again), and each seed's `tried`, the (title, text) of the ideas its lineage has tried (the
 controller drops such an idea, so proposing it would waste the round). An idea's text names the seed's variant
@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import random
 
-from kernelsearch.agent.base import ChatReply, ChatRequest
+from kernelsearch.agent.base import ChatReply, ChatRequest, CodeTask, IdeaTask
 from kernelsearch.agent.errors import ProviderError
 from kernelsearch.families import load_problem
 from kernelsearch.families.space import HEADER
@@ -72,42 +72,46 @@ class OfflineProvider:
         return self._matched[key]
 
     async def complete(self, request: ChatRequest) -> ChatReply:
-        h = request.hints
+        task = request.task
         prompt_tokens = sum(_approx_tokens(m.content) for m in request.messages)
-        if request.role == "ideas":
-            text = self._ideas(h)
-        elif request.role == "code":
-            text = self._code(h)
-        else:
+        if request.role not in ("ideas", "code"):
             raise ProviderError(f"offline provider: unknown role {request.role!r}")
+        # it answers from the task alone, never the prose: a request without its role's task cannot be answered
+        if request.role == "ideas" and isinstance(task, IdeaTask):
+            text = self._ideas(task)
+        elif request.role == "code" and isinstance(task, CodeTask):
+            text = self._code(task)
+        else:
+            raise ProviderError(f"offline provider: a {request.role!r} request needs its task "
+                                f"({'IdeaTask' if request.role == 'ideas' else 'CodeTask'}), got {type(task).__name__}")
         return ChatReply(text=text, model="offline-rules", tokens_in=prompt_tokens, tokens_out=_approx_tokens(text))
 
     # -- ideas ------------------------------------------------------------------------------------------------
-    def _ideas(self, h: dict) -> str:
-        space, cases = self._space(h["problem"])
-        rng = random.Random(f"{self.seed}/ideas/{h.get('round', 0)}")
+    def _ideas(self, task: IdeaTask) -> str:
+        space, cases = self._space(task.problem)
+        rng = random.Random(f"{self.seed}/ideas/{task.round}")
         # kernels are compared by what they render to, so a move that only sets a knob the seed's variant ignores
         # is not proposed as if it were new; the run's kernels are read back into the space's parameters here
-        seen = {space.body(space.params_of(c)) for c in h.get("seen_codes", [])}
+        seen = {space.body(space.params_of(c)) for c in task.seen_codes}
         per_seed: list[list[dict]] = []
-        for seed in h["seeds"]:
-            params = space.params_of(seed["code"])
+        for seed in task.seeds:
+            params = space.params_of(seed.code)
             seen.add(space.body(params))
-            tried = {_idea_key(t, d) for t, d in seed.get("tried", [])}
+            tried = {_idea_key(t, d) for t, d in seed.tried}
             options = []
             for move, new in space.applicable(params, cases):
                 key = space.body(new)
                 text = _in_context(move.description, params)
                 if key in seen or _idea_key(move.title, text) in tried:
                     continue
-                options.append({"title": move.title, "description": text, "seed": seed["kernel_id"],
+                options.append({"title": move.title, "description": text, "seed": seed.kernel_id,
                                 "params": new, "fixed": sorted(move.changes), "_key": key})
             # structural moves (those that change the variant) are tried before tuning ones
             rng.shuffle(options)
             options.sort(key=lambda o: 0 if "variant" in o["fixed"] else 1)
             per_seed.append(options)
         ideas, used, kinds = [], set(), set()
-        n = h["n"]
+        n = task.n
         while len(ideas) < n and any(per_seed):
             for options in per_seed:   # round-robin over the seeds: the best seed first, but not only it
                 fresh = [o for o in options if o["_key"] not in used]
@@ -123,21 +127,20 @@ class OfflineProvider:
         return "```json\n" + json.dumps({"ideas": ideas}, indent=1) + "\n```\n"
 
     # -- code -------------------------------------------------------------------------------------------------
-    def _code(self, h: dict) -> str:
-        space, cases = self._space(h["problem"])
-        idea = h["idea"]
-        meta = idea.get("meta") or {}
-        base = space.params_of(h.get("seed_code") or "")
+    def _code(self, task: CodeTask) -> str:
+        space, cases = self._space(task.problem)
+        idea = task.idea
+        meta = idea.meta or {}
+        base = space.params_of(task.seed_code or "")
         params = meta.get("params")
         fixed = set(meta.get("fixed") or [])
         if meta.get("first_kernel"):   # first kernels with no starter: the space's default at the timed shape
             timed = next((c for c in cases if c.timed), None)
             params, fixed = (space.default_for(timed, cases) if timed else dict(space.default)), set()
         elif params is None:   # an idea written elsewhere: match a move by its title, else a random applicable one
-            rng = random.Random(f"{self.seed}/match/{idea['title']}")
+            rng = random.Random(f"{self.seed}/match/{idea.title}")
             options = space.applicable(base, cases)
-            match = [(m, p) for m, p in options if m.title.lower() in (idea["title"] + " " +
-                                                                       idea["description"]).lower()]
+            match = [(m, p) for m, p in options if m.title.lower() in f"{idea.title} {idea.description}".lower()]
             if not (match or options):
                 raise ProviderError("offline provider: no move applies to this seed")
             move, params = (match or [rng.choice(options)])[0]
@@ -145,10 +148,10 @@ class OfflineProvider:
         why = space.infeasible(params, cases)
         if why:   # an idea from elsewhere (another provider, a replay) at a point the H200 cannot run
             raise ProviderError(f"offline provider: the idea's parameters cannot run on an H200 at {why}")
-        rng = random.Random(f"{self.seed}/code/{idea.get('id')}/{json.dumps(params, sort_keys=True)}")
-        earlier = {space.body(space.params_of(c)) for c in h.get("earlier_codes", []) if HEADER in c}
-        variants = space.branches(params, h["branches"], rng, fixed, avoid=earlier, cases=cases)
-        chosen = variants[h["branch"] % len(variants)]
+        rng = random.Random(f"{self.seed}/code/{idea.id}/{json.dumps(params, sort_keys=True)}")
+        earlier = {space.body(space.params_of(c)) for c in task.earlier_codes if HEADER in c}
+        variants = space.branches(params, task.branches, rng, fixed, avoid=earlier, cases=cases)
+        chosen = variants[task.branch % len(variants)]
         code = space.render(chosen)
-        head = f"Branch {h['branch']} of \"{idea['title']}\": parameters {json.dumps(chosen)}."
+        head = f"Branch {task.branch} of \"{idea.title}\": parameters {json.dumps(chosen)}."
         return f"{head}\n\n```python\n{code}```\n"

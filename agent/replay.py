@@ -2,7 +2,8 @@
 
 The file is JSON Lines, one reply per line: {"role": "ideas" | "code", "text": "...", "model": "...",
 "tokens_in": 0, "tokens_out": 0, "finish_reason": "stop"}. Replies are given out in order, per role; when a
-role's replies run out the call fails with a ProviderError (recorded; the run goes on).
+role's replies run out the call fails with a ProviderError (recorded; the run goes on). A record holds the reply
+only: the request's typed task (agent/base.py) is neither read nor written, so a file answers whatever asks.
 """
 from __future__ import annotations
 

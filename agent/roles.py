@@ -1,7 +1,9 @@
 """The two roles of the search: the idea writer and the coder.
 
-Each renders its prompt from prompts/, calls its provider, parses the reply by the contract, and records the
-call (tokens, cost, latency, attempts, status, error) through `record`, a callback given by the controller.
+Each renders its prompt from prompts/ and its typed task (agent/base.py: the controller builds an `IdeaTask` for
+the idea writer, a `CodeTask` for the coder), calls its provider with both, parses the reply by the contract, and
+records the call (tokens, cost, latency, attempts, status, error) through `record`, a callback given by the
+controller.
 A reply that breaks the contract is recorded with its status and does not stop the run; the coder is asked
 once more with the error.
 """
@@ -13,7 +15,7 @@ from importlib import resources
 from string import Template
 from typing import Any, Callable, Mapping, Sequence
 
-from kernelsearch.agent.base import ChatRequest, Message, Provider
+from kernelsearch.agent.base import ChatRequest, CodeTask, IdeaTask, Message, Provider, Task
 from kernelsearch.agent.cost import call_cost
 from kernelsearch.agent.errors import AuthError, ProviderError, ReplyError
 from kernelsearch.agent.parsing import extract_code, parse_ideas
@@ -83,10 +85,10 @@ class _Role:
         allowance = "" if not self.allow_torch else prompt("allow_torch").substitute(ops=", ".join(self.allow_torch))
         return Message("system", prompt("system").substitute(allowance=allowance))
 
-    async def _call(self, messages: list[Message], hints: dict) -> tuple[Any, dict, str | None]:
+    async def _call(self, messages: list[Message], task: Task) -> tuple[Any, dict, str | None]:
         """One provider call. Returns (reply or None, the call's row to record, error)."""
         req = ChatRequest(messages=messages, role=self.role, max_tokens=self.cfg.max_tokens,
-                          temperature=self.cfg.temperature, hints=hints)
+                          temperature=self.cfg.temperature, task=task)
         t0 = time.monotonic()
         row = {"role": self.role, "provider": self.provider.name, "model": self.cfg.model or self.provider.name}
         try:
@@ -107,13 +109,15 @@ class IdeaWriter(_Role):
     role = "ideas"
 
     async def propose(self, *, problem: str, reference: str, timed_case: str, device: str, seeds: list[SeedView],
-                      tried: list[str], n: int, hints: dict) -> tuple[list[IdeaOut], int | None, str | None]:
+                      tried: list[str], task: IdeaTask) -> tuple[list[IdeaOut], int | None, str | None]:
+        """`task.n` ideas about `seeds` (the same kernels as `task.seeds`, with their measured results)."""
+        n = task.n
         seeds_text = "\n\n".join(f"### Kernel {s.kernel_id}: {s.result}\n\n```python\n{s.code}\n```" for s in seeds)
         msgs = [self._system(),
                 Message("user", prompt("ideas").substitute(
                     problem=problem, reference=reference, timed_case=timed_case, device=device, seeds=seeds_text,
                     tried="\n".join(f"- {t}" for t in tried) or "(none yet)", n=n))]
-        reply, row, err = await self._call(msgs, {**hints, "n": n})
+        reply, row, err = await self._call(msgs, task)
         if reply is None:
             return [], self.record(row), err
         try:
@@ -138,9 +142,9 @@ class IdeaWriter(_Role):
 class Coder(_Role):
     role = "code"
 
-    async def write(self, *, problem: str, reference: str, timed_case: str, seed_id: int | None, seed_code: str,
-                    seed_result: str, idea: dict, branch: int, branches: int, sibling_errors: list[str],
-                    hints: dict) -> CodeOut:
+    async def write(self, *, problem: str, reference: str, timed_case: str, seed_id: int | None, seed_result: str,
+                    sibling_errors: list[str], task: CodeTask) -> CodeOut:
+        """Branch `task.branch` of `task.idea` on the seed (`task.seed_code`, measured as `seed_result`)."""
         errs = ""
         if sibling_errors:
             errs = "\nSibling branches of this idea failed; avoid their mistakes:\n" + "\n".join(
@@ -148,16 +152,16 @@ class Coder(_Role):
         msgs = [self._system(),
                 Message("user", prompt("code").substitute(
                     problem=problem, reference=reference, timed_case=timed_case, seed_id=seed_id,
-                    seed_result=seed_result, seed_code=seed_code, idea_title=idea["title"],
-                    idea_description=idea["description"], branch=branch, branches=branches,
+                    seed_result=seed_result, seed_code=task.seed_code, idea_title=task.idea.title,
+                    idea_description=task.idea.description, branch=task.branch, branches=task.branches,
                     sibling_errors=errs))]
-        h = {**hints, "idea": idea, "seed_code": seed_code, "branch": branch, "branches": branches}
-        return await self._ask(msgs, h)
+        return await self._ask(msgs, task)
 
-    async def write_first(self, *, problem: str, reference: str, timed_case: str, idea: dict, branch: int,
-                          branches: int, failures: list[FailedKernel], hints: dict) -> CodeOut:
-        """A first kernel written from the reference alone (a problem with no starter). `failures` are the run's
-        earlier first kernels that were not correct, each with its code and what went wrong."""
+    async def write_first(self, *, problem: str, reference: str, timed_case: str, failures: list[FailedKernel],
+                          task: CodeTask) -> CodeOut:
+        """A first kernel written from the reference alone (a problem with no starter; `task.seed_code` is empty).
+        `failures` are the run's earlier first kernels that were not correct, each with its code and what went
+        wrong."""
         text = ""
         if failures:
             text = prompt("first_failed").substitute(kernels="".join(
@@ -166,15 +170,14 @@ class Coder(_Role):
                 + f"```python\n{f.code}\n```\n" for f in failures))
         msgs = [self._system(),
                 Message("user", prompt("first").substitute(
-                    problem=problem, reference=reference, timed_case=timed_case, branch=branch, branches=branches,
-                    failures=text))]
-        h = {**hints, "idea": idea, "seed_code": "", "branch": branch, "branches": branches}
-        return await self._ask(msgs, h)
+                    problem=problem, reference=reference, timed_case=timed_case, branch=task.branch,
+                    branches=task.branches, failures=text))]
+        return await self._ask(msgs, task)
 
-    async def _ask(self, msgs: list[Message], h: dict) -> CodeOut:
+    async def _ask(self, msgs: list[Message], task: CodeTask) -> CodeOut:
         last_err, call_id = None, None
         for attempt in range(2):   # one more ask, with the error, when the reply breaks the contract
-            reply, row, err = await self._call(msgs, h)
+            reply, row, err = await self._call(msgs, task)
             if reply is None:
                 return CodeOut(None, self.record(row), err)
             try:

@@ -103,12 +103,13 @@ class Config(_Strict):
         return effective(self.llm, getattr(self, role))
 
     def search_setup(self) -> SearchSetup:
-        """What the controller is given: the problem, the search's settings, each role's settings, the prices."""
+        """What the controller is given: the problem, the search's settings, each role's settings, the prices, and
+        the torch operations a candidate may call (`evaluation.allow_torch`, which the prompts name)."""
         starter = self.starter if isinstance(self.starter, Path) else None
         return SearchSetup(problem=self.problem, starter=starter, first_from_reference=self.first_from_reference,
                            search=self.search, budgets=self.budgets,
                            targets=self.targets, ideas=self.role("ideas"), code=self.role("code"),
-                           prices=self.prices)
+                           prices=self.prices, allow_torch=tuple(self.evaluation.allow_torch))
 
 
 def _is_file(problem: str) -> bool:

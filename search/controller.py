@@ -18,6 +18,7 @@ from typing import Callable
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from kernelsearch.agent.base import CodeTask, IdeaBrief, IdeaTask, SeedTask
 from kernelsearch.agent.errors import AuthError
 from kernelsearch.agent.providers import make_provider
 from kernelsearch.agent.roles import Coder, FailedKernel, IdeaWriter, SeedView, prompt
@@ -114,13 +115,11 @@ class Controller:
         self.emit = events or (lambda kind, data: None)
         self.problem = load_problem(setup.problem)   # the trusted reference only; candidates never load here
         seed = setup.search.seed
-        # what the config lets candidates call in torch (evaluation.allow_torch, carried by the pool's settings):
-        # the roles say it in the contract they give the LLM
-        allow = getattr(getattr(getattr(pool, "s", None), "evaluation", None), "allow_torch", None) or ()
+        # the roles say what the config lets candidates call in torch in the contract they give the LLM
         self.idea_writer = IdeaWriter(make_provider(setup.ideas, seed=seed), setup.ideas, setup.prices,
-                                      self._record_call, allow_torch=allow)
+                                      self._record_call, allow_torch=setup.allow_torch)
         self.coder = Coder(make_provider(setup.code, seed=seed), setup.code, setup.prices, self._record_call,
-                           allow_torch=allow)
+                           allow_torch=setup.allow_torch)
         self.stop_reason: str | None = None
         self.strategy = setup.search.strategy
         self._spent: set[int] = set()   # parents of a round that stored no new kernel (search/strategies.py)
@@ -344,14 +343,17 @@ class Controller:
         with session_scope(self.engine) as s:
             return q.run_codes(s, self.run_id, before_round)
 
-    def _hints(self) -> dict:
-        """The idea writer's structured hints: every kernel the run has written, which an idea need not redo."""
-        return {"problem": self.problem.ref, "seen_codes": self._codes()}
+    def _idea_task(self, rnd: int, seeds: list[SeedView], n: int, tree: q.RunTree) -> IdeaTask:
+        """The idea writer's task: each seed with the ideas its lineage tried (title, text), which a provider can be
+        told not to repeat, and every kernel the run has written, which an idea need not redo."""
+        return IdeaTask(problem=self.problem.ref, round=rnd, n=n, seen_codes=tuple(self._codes()), seeds=tuple(
+            SeedTask(sd.kernel_id, sd.code, tuple(strategies.lineage_texts(tree, sd.kernel_id))) for sd in seeds))
 
-    def _code_hints(self, rnd: int) -> dict:
-        """The coder's structured hints: the kernels of earlier rounds, which a branch need not write again. Only
-        earlier rounds (complete when this one runs), so a resumed round writes the branches it would have."""
-        return {"problem": self.problem.ref, "earlier_codes": self._codes(before_round=rnd)}
+    def _code_task(self, idea: Idea, brief: IdeaBrief, branch: int, seed_code: str) -> CodeTask:
+        """The coder's task, with the kernels of earlier rounds, which a branch need not write again. Only earlier
+        rounds (complete when this one runs), so a resumed round writes the branches it would have."""
+        return CodeTask(problem=self.problem.ref, idea=brief, branch=branch, branches=idea.branches_wanted,
+                        seed_code=seed_code, earlier_codes=tuple(self._codes(before_round=idea.round)))
 
     def _last_round(self) -> int:
         with session_scope(self.engine) as s:
@@ -366,16 +368,12 @@ class Controller:
 
     async def _propose(self, rnd: int, plan: strategies.Plan) -> None:
         seeds = self._seeds(plan.parents)
-        hints = self._hints()
         tree = self._tree()
-        # each seed with the ideas its lineage tried (title, text), which a provider can be told not to repeat
-        hints["seeds"] = [{"kernel_id": sd.kernel_id, "code": sd.code,
-                           "tried": strategies.lineage_texts(tree, sd.kernel_id)} for sd in seeds]
-        hints["round"] = rnd
+        task = self._idea_task(rnd, seeds, plan.ideas, tree)
         self.emit("round", {"round": rnd, "seeds": [sd.kernel_id for sd in seeds], "strategy": self.strategy})
         ideas, call_id, err = await self.idea_writer.propose(
             problem=self.problem.name, reference=self.problem.reference_source, timed_case=self._timed_case(),
-            device=self._device_label(), seeds=seeds, tried=self._tried(), n=plan.ideas, hints=hints)
+            device=self._device_label(), seeds=seeds, tried=self._tried(), task=task)
         if err:
             self.emit("llm_error", {"role": "ideas", "error": err})
         tried = {p: strategies.lineage_ideas(tree, p) for p in plan.parents}
@@ -402,21 +400,18 @@ class Controller:
             seed_k = q.get_kernel(s, idea.parent_kernel_id) if idea.parent_kernel_id else None
             seed_ev = q.get_evaluation(s, seed_k.id) if seed_k else None
             siblings = q.failed_evaluations_of_idea(s, idea.id)
-        seed_code = seed_k.code if seed_k else (self.problem.starter_source or "")
-        meta = json.loads(idea.meta_json)
-        if meta.get(FIRST):
+        brief = IdeaBrief(id=idea.id, title=idea.title, description=idea.text, meta=json.loads(idea.meta_json))
+        if brief.meta.get(FIRST):   # written from the reference: no seed
             out = await self.coder.write_first(
                 problem=self.problem.name, reference=self.problem.reference_source, timed_case=self._timed_case(),
-                idea={"id": idea.id, "title": idea.title, "description": idea.text, "meta": meta}, branch=branch,
-                branches=idea.branches_wanted, failures=self._failed_first(idea.round),
-                hints=self._code_hints(idea.round))
+                failures=self._failed_first(idea.round), task=self._code_task(idea, brief, branch, seed_code=""))
         else:
+            seed_code = seed_k.code if seed_k else (self.problem.starter_source or "")
             out = await self.coder.write(
                 problem=self.problem.name, reference=self.problem.reference_source, timed_case=self._timed_case(),
-                seed_id=seed_k.id if seed_k else None, seed_code=seed_code, seed_result=describe_result(seed_ev),
-                idea={"id": idea.id, "title": idea.title, "description": idea.text, "meta": meta},
-                branch=branch, branches=idea.branches_wanted,
-                sibling_errors=[f"{e.status}: {e.reason}" for e in siblings], hints=self._code_hints(idea.round))
+                seed_id=seed_k.id if seed_k else None, seed_result=describe_result(seed_ev),
+                sibling_errors=[f"{e.status}: {e.reason}" for e in siblings],
+                task=self._code_task(idea, brief, branch, seed_code))
         if out.code is None:
             self.emit("llm_error", {"role": "code", "error": out.error})
             return

@@ -3,7 +3,8 @@
 `SearchConfig`, `Budgets` and `Targets` are the `search:`, `budgets:` and `targets:` keys of the config file
 (kernelsearch/config.py composes them into the one config tree and loads YAML); unknown keys are rejected here.
 `SearchSetup` is everything the controller reads: those three, the problem and its starter, each role's
-effective LLM settings and the price table. The CLI builds it from its config (`Config.search_setup()`).
+effective LLM settings, the price table and the torch operations a candidate may call (`evaluation.allow_torch`,
+which the roles say in the contract they give the LLM). The CLI builds it from its config (`Config.search_setup()`).
 """
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ class Targets(_Strict):
 
 @dataclass(frozen=True)
 class SearchSetup:
-    """What one controller is given to run a search (the evaluation settings travel with the pool)."""
+    """What one controller is given to run a search (the evaluation settings travel with the pool; of them, only
+    `allow_torch` is the search's too: the prompts name it)."""
 
     problem: str                    # a built-in family (softmax) or a KernelBench .py file
     starter: Optional[Path]         # a ModelNew file to start from; None: the family's own (or none, below)
@@ -66,6 +68,7 @@ class SearchSetup:
     code: LLMConfig                 # the coder's
     prices: Mapping[str, Price]     # model name -> $ per million tokens in and out
     first_from_reference: bool = False   # no starter: round 0's kernels are written by the coder from the reference
+    allow_torch: tuple[str, ...] = ()    # evaluation.allow_torch: the torch operations a candidate may call
 
     @property
     def first_kernels(self) -> int:

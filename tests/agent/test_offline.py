@@ -1,24 +1,35 @@
-"""The offline provider: real ideas from the family's search space, distinct, and code that renders them."""
+"""The offline provider: real ideas from the family's search space, distinct, and code that renders them, read from
+the request's typed task (agent/base.py), never its prose."""
 from __future__ import annotations
 
 import asyncio
 import json
 
-from kernelsearch.agent.base import ChatRequest, Message
+import pytest
+
+from kernelsearch.agent.base import ChatRequest, CodeTask, IdeaBrief, IdeaTask, Message, SeedTask
+from kernelsearch.agent.errors import ProviderError
 from kernelsearch.agent.offline import OfflineProvider
 from kernelsearch.agent.parsing import extract_code, parse_ideas
 from kernelsearch.families.softmax import SPACE, STARTER
 
+SOFTMAX = {"builtin": "softmax"}
 
-def _ask(role, hints):
-    req = ChatRequest(messages=[Message("user", "x")], role=role, hints=hints)
+
+def _ask(role, task):
+    req = ChatRequest(messages=[Message("user", "x")], role=role, task=task)
     return asyncio.run(OfflineProvider(seed=3).complete(req))
 
 
+def _ideas(n, seeds, seen_codes=()):
+    """The ideas (raw JSON objects) the provider proposes in round 1 about `seeds`."""
+    task = IdeaTask(problem=SOFTMAX, round=1, n=n, seeds=tuple(seeds), seen_codes=tuple(seen_codes))
+    return json.loads(_ask("ideas", task).text.split("```json\n")[1].split("```")[0])["ideas"]
+
+
 def test_ideas_are_distinct_and_of_different_kinds():
-    hints = {"problem": {"builtin": "softmax"}, "n": 4, "round": 1, "seen_codes": [],
-             "seeds": [{"kernel_id": 1, "code": STARTER}]}
-    reply = _ask("ideas", hints)
+    task = IdeaTask(problem=SOFTMAX, round=1, n=4, seeds=(SeedTask(1, STARTER),))
+    reply = _ask("ideas", task)
     ideas = parse_ideas(reply.text, min_ideas=4)
     raw = json.loads(reply.text.split("```json\n")[1].split("```")[0])["ideas"]
     assert len({i.title for i in ideas}) == 4
@@ -27,19 +38,17 @@ def test_ideas_are_distinct_and_of_different_kinds():
 
 
 def test_ideas_skip_what_was_already_tried():
-    hints = {"problem": {"builtin": "softmax"}, "n": 50, "round": 1, "seeds": [{"kernel_id": 1, "code": STARTER}]}
-    everything = json.loads(_ask("ideas", {**hints, "seen_codes": []}).text.split("```json\n")[1].split("```")[0])
-    tried = [i["params"] for i in everything["ideas"][:5]]
+    seeds = [SeedTask(1, STARTER)]
+    tried = [i["params"] for i in _ideas(50, seeds)[:5]]
     seen = [SPACE.render(p) for p in tried]   # the run's kernels, as the controller gives them
-    rest = json.loads(_ask("ideas", {**hints, "seen_codes": seen}).text.split("```json\n")[1].split("```")[0])
-    assert not any(i["params"] in tried for i in rest["ideas"])
+    assert not any(i["params"] in tried for i in _ideas(50, seeds, seen_codes=seen))
 
 
 def test_code_renders_the_idea_and_branches_differ():
-    idea = {"id": 7, "title": "BLOCK 4096 with 16 warps", "description": "d",
-            "meta": {"params": {**SPACE.default, "BLOCK": 4096, "num_warps": 16}, "fixed": ["BLOCK", "num_warps"]}}
-    codes = [extract_code(_ask("code", {"problem": {"builtin": "softmax"}, "idea": idea, "seed_code": STARTER,
-                                        "branch": b, "branches": 3}).text) for b in range(3)]
+    idea = IdeaBrief(7, "BLOCK 4096 with 16 warps", "d",
+                     {"params": {**SPACE.default, "BLOCK": 4096, "num_warps": 16}, "fixed": ["BLOCK", "num_warps"]})
+    codes = [extract_code(_ask("code", CodeTask(SOFTMAX, idea, branch=b, branches=3, seed_code=STARTER)).text)
+             for b in range(3)]
     assert len(set(codes)) == 3
     params = [SPACE.params_of(c) for c in codes]
     assert params[0]["BLOCK"] == 4096 and params[0]["num_warps"] == 16
@@ -65,9 +74,7 @@ def test_branches_are_distinct_kernels_not_just_distinct_parameters():
 
 
 def test_ideas_do_not_propose_a_move_that_renders_the_seed_again():
-    hints = {"problem": {"builtin": "softmax"}, "n": 50, "round": 1, "seen_codes": [],
-             "seeds": [{"kernel_id": 1, "code": STARTER}]}
-    raw = json.loads(_ask("ideas", hints).text.split("```json\n")[1].split("```")[0])["ideas"]
+    raw = _ideas(50, [SeedTask(1, STARTER)])
     bodies = [SPACE.body(i["params"]) for i in raw]
     assert SPACE.body(SPACE.params_of(STARTER)) not in bodies
     assert len(set(bodies)) == len(bodies)
@@ -102,22 +109,25 @@ def test_a_move_tried_on_an_ancestor_of_another_variant_is_proposed_again():
     # so its text names the seed's variant and a move tried on a three_pass ancestor stays open on a pipelined seed.
     # Before: on an H200 bench the best kernel's moves were all "tried" on its three_pass root and it was spent
     plain = SPACE.render({**SPACE.default, "variant": "three_pass", "num_warps": 4, "BLOCK": 1024})
-    hints = {"problem": {"builtin": "softmax"}, "n": 80, "round": 1, "seen_codes": []}
-    on_plain = json.loads(_ask("ideas", {**hints, "seeds": [{"kernel_id": 1, "code": plain}]}).text
-                          .split("```json\n")[1].split("```")[0])["ideas"]
-    tried = [(i["title"], i["description"]) for i in on_plain]
+    on_plain = _ideas(80, [SeedTask(1, plain)])
+    tried = tuple((i["title"], i["description"]) for i in on_plain)
     assert "BLOCK 2048 with 8 warps" in [t for t, _ in tried]
-    seed = {"kernel_id": 2, "code": STARTER, "tried": tried}   # the pipelined starter, under that root
-    again = json.loads(_ask("ideas", {**hints, "seen_codes": [plain], "seeds": [seed]}).text
-                       .split("```json\n")[1].split("```")[0])["ideas"]
+    seed = SeedTask(2, STARTER, tried)   # the pipelined starter, under that root
+    again = _ideas(80, [seed], seen_codes=[plain])
     # the pipelined row at 8 warps (a kernel no one has written), by one of the BLOCK moves its root tried (the
     # pipelined row sizes its block to the row: the six BLOCK values are one kernel, proposed once)
     eight = [i for i in again if i["title"].endswith("with 8 warps") and i["params"]["num_warps"] == 8]
     assert len(eight) == 1 and eight[0]["title"] in {t for t, _ in tried}
     assert eight[0]["params"]["variant"] == "pipelined" and "(on the pipelined kernel)" in eight[0]["description"]
     # tried on a seed of its own variant (and written: the run's kernels), it is not proposed again
-    mine = [(i["title"], i["description"]) for i in again]
+    mine = tuple((i["title"], i["description"]) for i in again)
     written = [plain] + [SPACE.render(i["params"]) for i in again]
-    after = json.loads(_ask("ideas", {**hints, "seen_codes": written, "seeds": [{**seed, "tried": tried + mine}]})
-                       .text.split("```json\n")[1].split("```")[0])["ideas"]
-    assert after == []
+    assert _ideas(80, [SeedTask(2, STARTER, tried + mine)], seen_codes=written) == []
+
+
+def test_a_request_without_its_roles_task_is_refused_in_one_line():
+    # the provider answers from the task alone: an ideas request carrying a code task (or none) cannot be answered
+    code = CodeTask(SOFTMAX, IdeaBrief(None, "t", "d"), branch=0, branches=1)
+    for role, task in (("ideas", code), ("ideas", None), ("code", None)):
+        with pytest.raises(ProviderError, match=f"a '{role}' request needs its task"):
+            _ask(role, task)

@@ -11,7 +11,7 @@ import re
 import pytest
 import torch
 
-from kernelsearch.agent.base import ChatRequest, Message
+from kernelsearch.agent.base import ChatRequest, CodeTask, IdeaBrief, IdeaTask, Message, SeedTask
 from kernelsearch.agent.errors import ProviderError
 from kernelsearch.agent.offline import OfflineProvider
 from kernelsearch.generators.match import match_problem
@@ -138,8 +138,8 @@ def test_a_linear_layer_with_activations_gets_the_matmul_family_and_a_generated_
 def test_a_convolution_is_refused_by_the_provider_naming_the_ops():
     provider = OfflineProvider()
     req = ChatRequest([Message("user", "x")], role="code",
-                      hints={"problem": {"file": str(FIXTURES / "conv_relu.py")}, "idea": {"title": "t",
-                             "description": "d", "meta": {"first_kernel": True}}, "branch": 0, "branches": 1})
+                      task=CodeTask({"file": str(FIXTURES / "conv_relu.py")},
+                                    IdeaBrief(None, "t", "d", {"first_kernel": True}), branch=0, branches=1))
     with pytest.raises(ProviderError) as err:
         asyncio.run(provider.complete(req))
     assert re.fullmatch(r"the offline provider has no kernel family for conv_relu: its reference computes "
@@ -151,14 +151,14 @@ def test_the_provider_writes_first_kernels_and_ideas_for_a_matched_file():
     """What the controller asks in round 0 (a first kernel, no seed) and in round 1 (ideas about the seed)."""
     provider = OfflineProvider(seed=1)
     ref = {"file": str(FIXTURES / "gelu_tanh.py")}
-    idea = {"id": 1, "title": "First kernels from the reference", "description": "d", "meta": {"first_kernel": True}}
-    first = asyncio.run(provider.complete(ChatRequest([Message("user", "x")], role="code", hints={
-        "problem": ref, "idea": idea, "seed_code": "", "branch": 0, "branches": 2, "earlier_codes": []})))
+    idea = IdeaBrief(1, "First kernels from the reference", "d", {"first_kernel": True})
+    first = asyncio.run(provider.complete(ChatRequest([Message("user", "x")], role="code",
+                                                      task=CodeTask(ref, idea, branch=0, branches=2))))
     code = re.search(r"```python\n(.*?)```", first.text, re.S).group(1)
     space = match_problem(_load(FIXTURES / "gelu_tanh.py")).space
     assert space.params_of(code) == space.default
-    ideas = asyncio.run(provider.complete(ChatRequest([Message("user", "x")], role="ideas", hints={
-        "problem": ref, "seeds": [{"kernel_id": 1, "code": code}], "seen_codes": [code], "round": 1, "n": 3})))
+    ideas = asyncio.run(provider.complete(ChatRequest([Message("user", "x")], role="ideas", task=IdeaTask(
+        ref, round=1, n=3, seeds=(SeedTask(1, code),), seen_codes=(code,)))))
     got = json.loads(re.search(r"```json\n(.*?)```", ideas.text, re.S).group(1))["ideas"]
     assert len(got) == 3 and all(i["seed"] == 1 and i["params"] != space.default for i in got)
 

@@ -28,7 +28,15 @@ import time
 import traceback
 from typing import Any
 
-from kernelsearch.judge.isolation import confine_candidate, die_with_parent, leave_network
+from kernelsearch.judge.isolation import (
+    become_subreaper,
+    child_processes,
+    confine_candidate,
+    describe_process,
+    die_with_parent,
+    leave_network,
+    signal_processes,
+)
 
 ARCH = 90           # H200 / H100: sm_90 (ptxas target sm_90a)
 WARP = 32
@@ -309,19 +317,57 @@ def aot_report(source: str, problem, case=None, *, timeout_s: float = 300.0, in_
     request = json.dumps({"source": source, "problem": problem.ref, "case": case_name,
                           "uid": as_user.get("uid") if as_user else None, "isolate": isolate})
     t0 = time.monotonic()
-    try:
-        p = subprocess.run([sys.executable, "-m", "kernelsearch.judge.aot"], input=request,
-                           preexec_fn=die_with_parent,
-                           capture_output=True, text=True, timeout=timeout_s, env=env, start_new_session=True)
-    except subprocess.TimeoutExpired:
+    # The child runs the candidate's code, which may leave processes behind (a daemon double-forked in a session of
+    # its own). This process becomes a subreaper first, so such an orphan is re-parented here, not to init, whatever
+    # the child did to itself; once the child has exited, every child left here is one of those: killed, and the
+    # report says so (`strays`, which the judge rejects). The child's output goes to files, not pipes: a pipe stays
+    # open while a daemon holds it, and reading to its end would wait for the daemon.
+    become_subreaper()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            p = subprocess.run([sys.executable, "-m", "kernelsearch.judge.aot"], input=request.encode(),
+                               preexec_fn=die_with_parent, stdout=out, stderr=err, timeout=timeout_s, env=env,
+                               start_new_session=True)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        strays = _kill_orphans()
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    wall = round(time.monotonic() - t0, 3)
+    if strays:
+        return {"status": "strays", "kernels": [], "case": case_name, "wall_s": wall, "strays": strays,
+                "error": f"the sm_90 compile child (which ran the candidate's code) left {len(strays)} process(es) "
+                         f"running: {', '.join(strays)[:300]}"}
+    if timed_out:
         return {"status": "error", "error": f"AOT compile took longer than {timeout_s:g} s", "kernels": [],
-                "case": case_name, "wall_s": round(time.monotonic() - t0, 3)}
+                "case": case_name, "wall_s": wall}
     marker = "KS-AOT-REPORT "
-    for line in reversed(p.stdout.splitlines()):
+    for line in reversed(stdout.splitlines()):
         if line.startswith(marker):
             return json.loads(line[len(marker):])
-    return {"status": "error", "kernels": [], "case": case_name, "wall_s": round(time.monotonic() - t0, 3),
-            "error": f"the AOT child died (exit {p.returncode}): {(p.stderr or p.stdout)[-4000:]}"}
+    # no report: the child (which ran the candidate's code) died or left before writing one. Its status is "died",
+    # which the judge charges to the candidate: counted as a pass, a kernel that cannot compile for sm_90 went
+    # through by exiting (fixture round3/aot_dies)
+    return {"status": "died", "kernels": [], "case": case_name, "wall_s": wall,
+            "error": f"the AOT child died (exit {p.returncode}) before its report: {(stderr or stdout)[-4000:]}"}
+
+
+def _kill_orphans() -> list[str]:
+    """SIGKILL every child of this process that is still alive (the compile child has exited or been killed by now:
+    any child left is an orphan of its, re-parented here) and reap it; their descriptions."""
+    found = []
+    for _ in range(3):   # a process may fork while it is being killed: look again
+        pids = child_processes(os.getpid())
+        if not pids:
+            break
+        found += [describe_process(pid) for pid in pids]
+        signal_processes(pids, 9)
+        for pid in pids:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, 0)
+    return found
 
 
 def _main() -> None:

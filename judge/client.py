@@ -63,6 +63,14 @@ class RunnerClient:
                                    + "), which freezing the runner does not stop: work there would run off the "
                                    "judge's clock")
 
+    def kill(self) -> None:
+        """SIGKILL to the runner's process group and to the processes of its found outside it: its CUDA context
+        goes with them, and every kernel it left on the device."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        if self.watch_strays:
+            kill_strays(self.pid, self.uid, also=self.strays)
+
     def thaw(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGCONT)

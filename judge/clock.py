@@ -45,7 +45,7 @@ from kernelsearch.judge.family import Case
 from kernelsearch.judge.memory import timing_calls
 from kernelsearch.judge.numerics import references, to_hi
 from kernelsearch.judge.seeds import derive_seed
-from kernelsearch.judge.status import CandidateFailure, Status
+from kernelsearch.judge.status import CandidateFailure, HarnessFailure, Status
 
 BATCH_BYTES = 8 * 2**30        # inputs + outputs of one side's batch (GPU): n is as many calls as fit
 MIN_CALLS = 2
@@ -53,6 +53,12 @@ MIN_BATCHES, MAX_BATCHES = 3, 6
 TARGET_SPREAD = 0.02
 FIXED_COST_SAMPLES = 7
 GRAPH_LAUNCH_CAP = 0.5e-3      # s: the most a batch's graph launch and wake-up is credited beyond the empty batch
+PROBE_MS = 0.1                 # the quiet-device probe: a sleep kernel this long at the device's highest clock
+# a probe whose host wall time (launch to end) is over PROBE_SLACK x its length and 0.05 ms more shared the device.
+# H100, 40 probes of 0.1 ms: idle median 0.115 ms; beside a process spinning sleep kernels 0.265-0.323 ms (the
+# contexts time-slice); the least of three probes is taken, so host jitter alone (an idle outlier read 0.58) is not
+PROBE_SLACK = 1.5
+PROBE_TRIES = 20               # re-probed every 50 ms before the device counts as busy
 
 
 @dataclass(frozen=True)
@@ -265,6 +271,8 @@ def _timed_batch(talk: Conversation, sides: dict, b: int, n: int):
         r = sides[name]
         if name == "candidate":
             r.thaw()
+        elif talk.mode == "cuda":
+            quiet_device(talk)   # the candidate is frozen here: nothing of it may still be running on the device
         tp = time.perf_counter()
         talk.ask(r, {"op": "ping"}, "a ping", "timing")
         t0 = time.perf_counter()
@@ -283,6 +291,46 @@ def _timed_batch(talk: Conversation, sides: dict, b: int, n: int):
         clock[name] = (t1 - t0, t2 - t1)
         del reply, bufs
     return clock, events, pings, cand_reply, cand_bufs
+
+
+def _probe_ms() -> tuple[float, float]:
+    """A sleep kernel of PROBE_MS at the device's highest clock on the judge's own context: (the host's wall time from
+    its launch to its end, what it takes where no other context shares the device). The wall time, not the kernel's
+    event time: where another context holds the device, the probe waits for its time slice before it starts, and its
+    events (which run in the probe's own slice) would not see the wait (H100: a spinning helper process slowed the
+    reference's batches 5x while a 0.1 ms probe's events read 0.1 ms)."""
+    cycles = int(torch.cuda.get_device_properties(0).clock_rate * PROBE_MS)   # clock_rate: kHz, cycles a ms
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    torch.cuda._sleep(cycles)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e3, PROBE_MS
+
+
+def quiet_device(talk: Conversation) -> None:
+    """Before a reference's timed batch: the device runs nothing but the judge's work. SIGSTOP freezes the
+    candidate's host threads, not kernels it left on the device, and a kernel of another process time-slices with
+    the reference's batch, so a candidate that leaves one spinning reads faster than it is. A probe kernel on the
+    judge's context waits for its time slice where another context shares the device. Re-probed for a second (work
+    that was finishing: a kernel in flight when the candidate was frozen ends, and the reference is timed on a quiet
+    device, so it gains nothing); still busy, the candidate's processes are killed and the device probed again: quiet
+    then, it was the candidate's (rejected, `GPU check`); still busy, it is another process's, and the timing is not
+    the candidate's to be charged for (harness_error)."""
+    for _ in range(PROBE_TRIES):
+        took, want = min(_probe_ms() for _ in range(3))
+        if took <= PROBE_SLACK * want + 0.05:
+            return
+        time.sleep(0.05)
+    talk.cand.kill()
+    time.sleep(0.2)
+    took_after, want = min(_probe_ms() for _ in range(3))
+    if took_after <= PROBE_SLACK * want + 0.05:
+        raise CandidateFailure(Status.rejected, f"GPU check: the device was busy while the candidate was frozen (a "
+                               f"{want:.2f} ms probe took {took:.2f} ms before the reference's timed batch, and "
+                               f"{took_after:.2f} ms once the candidate's processes were killed): work of the "
+                               "candidate's kept running to slow the reference", stage="timing")
+    raise HarnessFailure(f"the device was busy with another process's work during the timing (a {want:.2f} ms probe "
+                         f"took {took_after:.2f} ms with the candidate's processes killed)", stage="timing")
 
 
 def _refill(talk: Conversation, sides: dict, views: dict, inputs_of, b: int, n: int) -> None:

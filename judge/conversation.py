@@ -53,9 +53,10 @@ class Conversation:
             raise CandidateFailure(Status.crash, f"{what}: malformed reply from the {r.name}'s process: {err}",
                                    stage=stage) from None
         if "error" in reply:
-            # slots and timed batches the judge sized (inputs, a batch's outputs, a graph's pool), or a reference
-            # runner: out of memory there is the harness's failure (seen on an H200: a priming batch's 4 GiB output)
-            if header.get("op") in ("inputs", "batch", "graph") or r is not self.cand:
+            # a reference runner (which never loads candidate code) out of memory is the harness's failure. The
+            # candidate's reply is the candidate's word, whatever it says: "out of memory" there was filed as the
+            # judge's own failure (uncharged, queued again) until a candidate forged it (fixture round3/forged_oom)
+            if r is not self.cand:
                 self.mem.raise_if_out_of_memory(reply["error"], f"the {r.name}'s process {what}", stage)
             raise failure_from(reply, what, stage)
         return reply, bufs

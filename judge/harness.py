@@ -15,7 +15,6 @@ judge's `Conversation` and returns a `TimingResult`, whose fields `evaluate` cop
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gc
 import os
 import time
@@ -34,12 +33,12 @@ from kernelsearch.judge.numerics import (
     _no_worse_than_eager,
     _overflows,
     eager_error,
-    normwise_error,
     pin_precision,
     references,
     stability_inputs,
     within_eager,
 )
+from kernelsearch.judge.offrange import OffRangeChecks
 from kernelsearch.judge.problem import Case, Problem
 from kernelsearch.judge.result import EvalResult
 from kernelsearch.judge.scan import scan_source
@@ -47,7 +46,6 @@ from kernelsearch.judge.seeds import derive_seed
 from kernelsearch.judge.settings import EvalSettings
 from kernelsearch.judge.static import check_source
 from kernelsearch.judge.status import CandidateFailure, Status
-from kernelsearch.judge.variants import SIGNED_SCALE, all_finite, signed_inputs
 
 FLOOR_SLACK = 0.95             # a time below 95 % of the I/O floor is impossible
 STABILITY_SHARED_BYTES = 1 << 30   # a case's inputs up to this size are checked for stability beside other checks
@@ -64,7 +62,7 @@ def _same(a: list, b: list) -> bool:
     return True
 
 
-class Judge:
+class Judge(OffRangeChecks):
     def __init__(self, problem: Problem, source: str, settings: EvalSettings, *, mode: str, seed: int,
                  spawn: Callable[[str], RunnerClient],
                  lease: Callable[[str], ContextManager] = contextlib.nullcontext, candidate_path: str | None = None,
@@ -138,6 +136,8 @@ class Judge:
         if not self.problem.builtin:   # a family draws signed inputs of its own; a problem file draws torch.rand
             with self.lease("shared"):
                 self._signed_check(cases[0])
+            with self.lease("shared"):
+                self._range_checks(cases[0])   # a family's stability inputs (large, tiny, mixed, equal) do this
         with self.lease("shared"):
             self._repeat_check(cases[-1])
         self._free_cached_memory()
@@ -227,51 +227,6 @@ class Judge:
             return max(atol + e, (EAGER_SLACK_CHECK + 1.0) * e), rtol
         return atol + e, rtol
 
-    def _signed_check(self, case: Case) -> None:
-        """The smallest case once more with every one-signed floating input given random signs and 4x its magnitude
-        (judge/variants.py): a kernel must compute the reference's function, not only on the values the
-        problem's generator draws. Skipped, and said in the detail, where no input is one-signed or the reference
-        is not finite there."""
-        seed = derive_seed(self.secret, case.name, "signed")
-        ref = self.talk.build(case, seed, "correctness", [(self.cand, "eager")])
-        self.mem.doing = f"building the signed-input case of {case.describe()}"
-        drawn = signed_inputs(self.problem.build_inputs(case, seed, self.device), derive_seed(seed, "signs"))
-        if drawn is None:
-            self.detail["signed"] = {"case": case.describe(), "run": False, "why": "no input is all of one sign"}
-            return
-        inputs, changed = drawn
-        plan = self.mem.plan(self.problem, case, ref, inputs)
-        views = self.talk.put(self.cand, 0, inputs, "correctness")
-        got = self._call(0, inputs, views, "ModelNew.forward (signed-input case)")
-        self.mem.doing = f"computing the reference of the signed-input case of {case.describe()}"
-        want, want_hi = references(ref, inputs, plan.hi or NATIVE)
-        if not all_finite(want_hi) or not all_finite(want):
-            self.detail["signed"] = {"case": case.describe(), "run": False,
-                                     "why": "the reference is not finite on signed inputs"}
-            return
-        atol, rtol = self.problem.tolerance(case)
-        signed = dataclasses.replace(case, name=f"{case.name}+signed")
-        cmp = self._judge_values(signed, got, want, want_hi, atol, rtol, plan.chunk)
-        normwise = None
-        if not cmp.ok and "values off by more than" in cmp.reason:
-            # signed values make sums cancel: a running sum near zero after a long history is off by eps x that
-            # history, not by rtol x its value (an honest fp32 cumsum fails elementwise where eager accumulates in
-            # float64, as torch does on the CPU); the case is there for sign and range, so it is judged normwise
-            normwise = normwise_error(got, want_hi)
-            if normwise <= rtol:
-                cmp.ok = True
-            else:
-                cmp.reason += f"; normwise error {normwise:.3g} is over rtol {rtol:g} too"
-        self.detail["signed"] = {"case": case.describe(), "run": True, "inputs": changed, "ok": cmp.ok,
-                                 "max_abs": cmp.max_abs, "max_rel": cmp.max_rel,
-                                 **({"normwise": normwise} if normwise is not None else {})}
-        if not cmp.ok:
-            which = ", ".join(str(i) for i in changed)
-            raise CandidateFailure(Status.incorrect, f"signed-input case {case.describe()}: {cmp.reason} (input(s) "
-                                   f"{which} given random signs and {SIGNED_SCALE:g}x their magnitude: the problem "
-                                   "draws them all of one sign, and a kernel must compute the reference's function "
-                                   "beyond the values its generator draws)", cmp.detail or None, stage="correctness")
-
     def _repeat_check(self, case: Case) -> None:
         """Two calls on different inputs of the same shape, both before the reference runs; both must be right (a
         cache keyed on shape, data_ptr, version or a global returns the first answer twice)."""
@@ -340,6 +295,11 @@ class Judge:
         report = aot_report(self.source, self.problem, case, as_user=self.candidate_user, isolate=True)
         report = {k: report.get(k) for k in ("status", "kernels", "error", "wall_s")}
         self.detail["sm90"] = report
+        if report.get("status") == "strays":   # its orphans, re-parented to the judge and killed (judge/aot.py)
+            raise CandidateFailure(Status.rejected, f"process check: {report.get('error')}", stage="compile_sm90")
+        if report.get("status") == "died":     # no report is no pass: the child ran the candidate's code
+            raise CandidateFailure(Status.crash, f"sm_90 compile: {str(report.get('error'))[:300]}",
+                                   str(report.get("error"))[:6000], stage="compile_sm90")
         if report.get("status") == "compile_error":
             lines = [ln for ln in str(report.get("error", "")).strip().splitlines() if ln.strip()] or [""]
             first = lines[0].split(" at ")[0].rstrip(":")

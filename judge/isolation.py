@@ -113,6 +113,11 @@ def stray_processes(runner_pid: int, uid: int | None) -> list[int]:
     return sorted(p for p in mine if procs[p][1] != runner_pid and procs[p][3] not in ("Z", "X"))
 
 
+def child_processes(parent: int) -> list[int]:
+    """The live (not zombie) children of `parent`."""
+    return sorted(p for p, (pp, _, _, state) in _processes(False).items() if pp == parent and state not in ("Z", "X"))
+
+
 def describe_process(pid: int) -> str:
     """`pid (command line)`, for a reason text."""
     try:

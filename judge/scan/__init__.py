@@ -36,8 +36,8 @@ from kernelsearch.judge.status import CandidateFailure, Status
 __all__ = ["ALLOWABLE_TORCH", "LOW_PRECISION", "scan_source"]
 
 # the most specific reason first: what makes the rest of the file unreadable to a scan, then torch compute
-PRIORITY = ["torch-override check", "introspection check", "dynamic-code check", "getattr check",
-            "torch-compute check"]
+PRIORITY = ["torch-override check", "introspection check", "dynamic-code check", "import check", "getattr check",
+            "native-code check", "torch-compute check"]
 LOW_PRECISION = ("float16", "half", "bfloat16", "float8", "tf32", "allow_tf32")
 
 

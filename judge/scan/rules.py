@@ -43,11 +43,13 @@ An allowance (allowance.py) excuses the torch calls a config allows, by identity
 from __future__ import annotations
 
 import ast
+import sys
 
 from kernelsearch.judge.scan.allowance import Allowance
 from kernelsearch.judge.scan.bindings import Scope
 from kernelsearch.judge.scan.infer import REDUCING_BUILTINS, Inference
 from kernelsearch.judge.scan.kinds import Kind, Tag
+from kernelsearch.judge.scan.native import check_native
 from kernelsearch.judge.scan.torch_paths import (
     MISSING,
     NN_BASES_OK,
@@ -56,9 +58,12 @@ from kernelsearch.judge.scan.torch_paths import (
     classify,
     nn_compute_methods,
     tensor_compute_names,
+    torch_alias,
     torch_object,
 )
 
+# the builtins that look attributes up by a name given at run time (the getattr check, when passed as a value)
+ATTR_BUILTINS = frozenset({"getattr", "setattr", "delattr", "hasattr"})
 # code or modules reached through strings (the dynamic-code check)
 DYNAMIC_BUILTINS = frozenset({"eval", "exec", "compile", "__import__", "globals", "locals", "vars", "breakpoint"})
 DYNAMIC_MODULES = frozenset({"importlib", "imp", "runpy", "code", "codeop", "marshal", "pickle", "dill",
@@ -66,6 +71,11 @@ DYNAMIC_MODULES = frozenset({"importlib", "imp", "runpy", "code", "codeop", "mar
 # frames, the heap, raw memory (the introspection check)
 INTROSPECTION_MODULES = frozenset({"inspect", "gc", "ctypes", "_ctypes", "cffi", "traceback", "dis", "faulthandler",
                                    "tracemalloc", "sysconfig", "_thread"})
+# what a candidate may import: torch (whose every path the rules read), triton, and Python's standard library. Any
+# other module may hand it torch under another name (a module that imported torch: the judge's own numerics, a
+# package's re-export), which no reading of this one file can follow (the import check; fixture round3/
+# kernelsearch_reexport)
+IMPORTABLE_ROOTS = frozenset({"torch", "triton"}) | frozenset(sys.stdlib_module_names)
 # libraries that compute on the host (the torch-compute check)
 FOREIGN_COMPUTE = frozenset({"numpy", "scipy", "cupy", "jax", "jaxlib", "numba", "tensorflow", "pandas", "sklearn"})
 # what host code may read of sys; the rest of it is frames, trace hooks and the interpreter's internals
@@ -137,6 +147,7 @@ class Rules:
         for node in self.b.nodes:
             if node in self.b.kernels:
                 out.extend(self._check_kernel_body(node))
+        out.extend(Finding("native-code check", node, what) for node, what in check_native(self.b.tree))
         return out
 
     def _check_kernel_body(self, fn) -> list[Finding]:
@@ -222,6 +233,9 @@ class Rules:
                               "strings")
             if root in FOREIGN_COMPUTE:
                 raise Finding("torch-compute check", node, f"imports {root}: host code computes nothing")
+            if root not in IMPORTABLE_ROOTS:
+                raise Finding("import check", node, f"imports {path}: a candidate may import torch, triton and "
+                              "Python's standard library only (another module may hand it torch under another name)")
             if root == "operator" and alias.name in ("attrgetter", "methodcaller"):
                 raise Finding("getattr check", node, f"imports operator.{alias.name}")
             if root == "torch" and isinstance(node, ast.ImportFrom):
@@ -280,12 +294,24 @@ class Rules:
                     raise Finding("torch-compute check", node, f"calls {text}, a {k.name} module: its forward is "
                                   "torch compute (its weights may be given to a kernel)")
             elif k.tag is Tag.MOD:
-                self._check_mod_path(node, k.name)
+                self._check_mod_path(node, k.name, called=called)
             elif k.tag is Tag.BUILTIN and k.name in DYNAMIC_BUILTINS:
                 raise Finding("dynamic-code check", node, f"uses {k.name}: code reached through strings")
+            elif k.tag is Tag.BUILTIN and k.name in ATTR_BUILTINS and not called:
+                # called by name, the getattr check reads its arguments; passed as a value (to functools.reduce,
+                # map, a dict of helpers) it looks up whatever names it is later given (fixture round3/getattr_reduce)
+                raise Finding("getattr check", node, f"passes {k.name} as a value ({text}): it would look up "
+                              "attributes named at run time")
 
-    @staticmethod
-    def _check_mod_path(node: ast.AST, path: str) -> None:
+    def _check_mod_path(self, node: ast.AST, path: str, *, called: bool) -> None:
+        torch_path = torch_alias(path)
+        if torch_path is not None:   # torch by identity: the object a module's path holds, whatever it is named
+            if torch_path.startswith("?"):
+                raise Finding("torch-compute check", node, f"reaches torch through {path} ({torch_path[1:]}): "
+                              "torch is used by its own name or not at all")
+            if classify(torch_path) != "module" or not isinstance(self.b.parent.get(node), ast.Attribute):
+                self._check_torch_path(node, torch_path, called=called)
+            return
         parts = path.split(".")
         if parts[0] == "sys" and len(parts) > 1:
             if parts[1] == "modules":

@@ -151,3 +151,53 @@ def nn_compute_methods() -> frozenset:
         "__gt__", "__ge__", "__hash__", "__repr__", "__str__", "__format__", "__sizeof__", "__reduce__",
         "__reduce_ex__", "__dir__", "__getstate__", "__setstate__", "__delattr__", "__setattr__",
         "__getattribute__", "__getattr__", "reset_parameters"})
+
+
+# the namespaces whose members torch_alias names an object by: the first path found for it wins
+_ALIAS_NAMESPACES = ("torch", "torch.nn.functional", "torch.nn", "torch.linalg", "torch.fft", "torch.special",
+                     "torch.Tensor", "torch.cuda", "torch.autograd", "torch.nn.init", "torch.utils.cpp_extension")
+
+
+@functools.lru_cache(maxsize=None)   # torch's namespaces do not change while the process runs
+def _torch_ids() -> dict[int, str]:
+    out: dict[int, str] = {}
+    for ns in _ALIAS_NAMESPACES:
+        obj = torch_object(ns)
+        if obj is MISSING:
+            continue
+        out.setdefault(id(obj), ns)
+        for name in dir(obj):
+            try:
+                member = getattr(obj, name)
+            except Exception:   # noqa: BLE001 - a member that cannot be read names nothing
+                continue
+            if not isinstance(member, (bool, int, float, str, type(None))):
+                out.setdefault(id(member), f"{ns}.{name}")
+    return out
+
+
+@functools.lru_cache(maxsize=None)   # what a module path holds does not change while the process runs
+def torch_alias(path: str) -> str | None:
+    """Torch by identity: the torch path of the object that the path `path` in another module (`triton.x.y`,
+    `os.path`) resolves to, where that object is torch's (a torch module, function or class); "?what" where it is
+    torch's but has no path of torch's own namespaces; None where it is not torch's or does not resolve. Only
+    modules a candidate may import are resolved (torch, triton, the standard library), and only by attribute lookups
+    on modules, which run no candidate code."""
+    import importlib
+    import sys
+
+    parts = path.split(".")
+    if parts[0] not in ("triton",) and parts[0] not in sys.stdlib_module_names:
+        return None
+    try:
+        obj = importlib.import_module(parts[0])
+        for p in parts[1:]:
+            if not isinstance(obj, types.ModuleType):
+                break
+            obj = getattr(obj, p)
+    except Exception:   # noqa: BLE001 - a path that does not resolve is not torch's
+        return None
+    name = getattr(obj, "__name__", "") if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", "")
+    if not isinstance(name, str) or not (name == "torch" or name.startswith("torch.")):
+        return None
+    return _torch_ids().get(id(obj), f"?{name}.{getattr(obj, '__name__', '')}".rstrip("."))

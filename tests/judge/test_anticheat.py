@@ -31,7 +31,9 @@ EXPECT = {
     "stale": ("incorrect", "case "),
     "thread": ("rejected", "thread check"),
     "patch_on_load": ("rejected", "identity check"),
-    "patch_in_forward": ("rejected", "identity check"),
+    # it imports the judge's correctness module to patch it: the import check (issue 29) rejects that first; the
+    # identity check still stands behind it (patch_on_load)
+    "patch_in_forward": ("rejected", "import check"),
     # its `import gc` is rejected by the static scan since issue 18 (it found nothing before: the candidate runs
     # first, and since the judge in a process that holds no expected output); was ("incorrect", "case ")
     "gc_search": ("rejected", "introspection check"),

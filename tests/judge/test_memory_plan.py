@@ -241,28 +241,30 @@ def test_stability_checks_move_to_a_case_that_fits_or_are_skipped_with_a_note():
     assert len(mem.detail["memory_plan"]["notes"]) == 2
 
 
-def test_out_of_memory_in_what_the_judge_sized_is_the_harness_failure_and_in_a_call_the_candidate_crash():
-    """The judge's `Conversation.ask`: a candidate runner's OOM while receiving inputs, in a timed batch or in a graph
-    capture (the judge sized the slots: seen on an H200, a priming batch's 4 GiB output charged as a crash) is
-    harness_error; the same error raised inside a correctness call (the candidate's own allocations) stays its
-    crash."""
+def test_out_of_memory_in_the_candidates_reply_is_its_crash_and_in_a_reference_runners_the_harness_failure():
+    """The judge's `Conversation.ask`: whatever the candidate's runner replies is the candidate's word, so its
+    out-of-memory text (receiving inputs, in a timed batch, in a graph capture or a call) is its crash, never the
+    judge's uncharged failure (fixtures round3/forged_oom, forged_oom_count forged it); a reference runner, which
+    never loads candidate code, out of memory is harness_error."""
     from kernelsearch.judge.conversation import Conversation
     from kernelsearch.judge.memory import JudgeMemory
     from kernelsearch.judge.settings import EvalSettings
     from kernelsearch.judge.status import CandidateFailure, HarnessFailure
 
     class Runner:
-        name = "candidate"
+        def __init__(self, name):
+            self.name = name
 
         def request(self, header, buffers=None):
             return {"error": {"type": "OutOfMemoryError", "text": OOM, "tb": ""}}, []
 
-    cand = Runner()
+    cand, ref = Runner("candidate"), Runner("reference")
     talk = Conversation(None, EvalSettings(), mode="cuda", spawn=lambda role: cand, mem=JudgeMemory({}, "cuda", 64))
     talk.cand = cand
-    for op in ("inputs", "batch", "graph"):
+    for op in ("inputs", "batch", "graph", "call"):
+        with pytest.raises(CandidateFailure) as err:
+            talk.ask(cand, {"op": op, "slot": 0}, f"op {op}", "timing")
+        assert err.value.status == "crash" and not isinstance(err.value, HarnessFailure), op
+    for op in ("inputs", "batch", "call"):
         with pytest.raises(HarnessFailure):
-            talk.ask(cand, {"op": op}, f"op {op}", "timing")
-    with pytest.raises(CandidateFailure) as err:
-        talk.ask(cand, {"op": "call", "slot": 0}, "ModelNew.forward", "correctness")
-    assert err.value.status == "crash" and not isinstance(err.value, HarnessFailure)
+            talk.ask(ref, {"op": op, "slot": 0}, f"op {op}", "timing")

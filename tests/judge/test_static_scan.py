@@ -79,10 +79,13 @@ STATIC_FIXTURES = {
     "slow_reference": "dynamic-code check",
     "torch_function_mode": "torch-override check",
     "reference_does_work": "torch-compute check",
+    # since issue 29 a candidate imports torch, triton and the standard library only: these two reached the judge's
+    # own modules (its exception type, its problem loader), which the process boundary also defeats
+    "forged_exception": "import check",
+    "proc_mem_seed": "import check",
 }
 # cheats the scan cannot see (they use only what honest code uses: their defence is the judge's process boundary)
-RUN_TIME_FIXTURES = {"forged_result", "forged_exception", "replay", "count_calls", "store_forgery", "escaped_process",
-                     "proc_mem_seed"}
+RUN_TIME_FIXTURES = {"forged_result", "replay", "count_calls", "store_forgery", "escaped_process"}
 
 
 def test_every_judge_fixture_is_classified():

@@ -99,7 +99,7 @@ def _no_worse_than_eager(got, want, want_hi, failed: Comparison) -> Comparison:
     return failed
 
 
-EAGER_SLACK_CHECK = 16.0   # where eager itself misses the tolerance: a candidate may be this many times eager's error
+EAGER_SLACK_CHECK = 16.0   # a candidate failing the tolerance may be this many times eager's error
 
 
 def _errors(got, want_hi, chunk: int) -> tuple[float, float]:
@@ -132,23 +132,28 @@ def within_eager(got, want, want_hi, atol: float, rtol: float, failed: Compariso
                  chunk: int = 1 << 25) -> tuple[Comparison, float | None]:
     """A value failure judged against eager's own error where the tolerance is out of eager's reach too.
 
-    Eager at the problem's dtype (`want`) is compared with the high-precision reference under the same tolerance;
-    only where eager itself fails it (an fp32 matmul of K = 4096 against float64 at atol 1e-5: eager's summation
-    order is already 1e-4 away) is the candidate judged by eager's error instead: its max abs and normwise errors
-    each within EAGER_SLACK_CHECK times eager's (a blocked or sequential fp32 summation is 0.6-4.4x eager's
+    A candidate that fails the tolerance is judged by eager's own error against the high-precision reference (an
+    fp32 matmul of K = 4096 against float64 at atol 1e-5: eager's summation order is already about 1e-4 away, and
+    meets the tolerance on one draw and misses it on the next): its max abs and normwise errors each within
+    EAGER_SLACK_CHECK times eager's (a blocked or sequential fp32 summation is 0.6-4.4x eager's
     normwise on the CPU; TF32-rounded inputs ~3000x, a dropped K chunk far more). Returns the verdict and, where
     eager's error decided, eager's max abs error (the timed-output check widens its atol by it)."""
     if "values off by more than" not in failed.reason or want_hi is want:
         return failed, None   # shape, dtype, type or NaN/Inf: not a question of precision; no reference beyond eager
     from kernelsearch.judge.correctness import compare
 
-    if compare(want, want, want_hi, atol, rtol, chunk).ok:
-        return failed, None   # the tolerance is within eager's reach: the failure stands
+    # Whether eager itself meets the tolerance on one draw is luck near its edge: an fp32 matmul of K = 4096 met it on
+    # one input set of the cache check and missed it on the other, and an honest blocked fp32 sum (one value of 4096
+    # at 8e-4 relative) was failed on the first. So eager's error is the yardstick wherever it is measured: where
+    # the tolerance is well within eager's reach (its error EAGER_SLACK_CHECK times smaller), a candidate that fails
+    # the tolerance is over that yardstick too, and fails as before.
+    eager_meets = compare(want, want, want_hi, atol, rtol, chunk).ok
     e_abs, e_nw = _errors(want, want_hi, chunk)
     m_abs, m_nw = _errors(got, want_hi, chunk)
     if m_abs <= EAGER_SLACK_CHECK * e_abs + 1e-30 and m_nw <= EAGER_SLACK_CHECK * e_nw + 1e-30:
         return Comparison(True, "", failed.max_abs, failed.max_rel, 0), e_abs
-    failed.reason += (f"; eager misses this tolerance too (its max abs error {e_abs:.3g}, normwise {e_nw:.3g} "
+    failed.reason += (f"; {'eager meets' if eager_meets else 'eager misses'} this tolerance "
+                      f"{'' if eager_meets else 'too '}(its max abs error {e_abs:.3g}, normwise {e_nw:.3g} "
                       f"against the high-precision reference), and this output is over {EAGER_SLACK_CHECK:g}x that "
                       f"(max abs {m_abs:.3g}, normwise {m_nw:.3g})")
     return failed, None

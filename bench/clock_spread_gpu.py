@@ -1,0 +1,82 @@
+"""Why two evaluations of one kernel read apart (issue 30): the same kernel through `kernelsearch eval` N times,
+each in a fresh process, with what the clock charged in each (the timing plan: calls a batch, the fixed cost, the
+reference's and the candidate's batch overheads, the charge for side steps) and the spread of its batches; then
+triton's do_bench_cudagraph of the same kernel on the same shape in this process. Lines go to $OUT/spread.txt as they
+come.
+
+    . bench/device_env.sh && python3 bench/clock_spread_gpu.py [--n 5] [--candidate PATH] [--problem PATH]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ROUND3 = ROOT / "tests" / "fixtures" / "cheats" / "round3"
+OUT = Path(os.environ.get("OUT", "/tmp")) / "spread.txt"
+PLAN_KEYS = ("calls_per_batch", "fixed_ms", "overhead_ms", "cand_overhead_ms", "charged_overhead_ms",
+             "side_step_charge_ms")
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+    with open(OUT, "a") as f:
+        f.write(line + "\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=5)
+    ap.add_argument("--candidate", default=str(ROUND3 / "honest_softmax.py"))
+    ap.add_argument("--problem", default=str(ROUND3 / "softmax_gpu.py"))
+    args = ap.parse_args()
+    times = []
+    for i in range(args.n):
+        t0 = time.monotonic()
+        p = subprocess.run([sys.executable, "-m", "kernelsearch", "eval", args.problem, args.candidate, "--json"],
+                           capture_output=True, text=True, timeout=200, cwd=ROOT)
+        out = p.stdout
+        d = json.loads(out[out.index("{"):]) if "{" in out else {}
+        if d.get("status") != "ok":
+            say(f"eval {i}: {d.get('status')} {str(d.get('reason'))[:200]} {p.stderr[-300:]}")
+            continue
+        plan = d["detail"].get("timing_plan", {})
+        tc, te = d["detail"]["timings"]["candidate"], d["detail"]["timings"]["eager"]
+        times.append(d["time_ms"])
+        say(f"eval {i}: cand {d['time_ms']:.4f} ms (batches {tc['batches']}, {tc['min_ms']:.4f}-{tc['max_ms']:.4f}) "
+            f"eager {d['ref_time_ms']:.4f} ({te['min_ms']:.4f}-{te['max_ms']:.4f}) | "
+            + " ".join(f"{k}={plan.get(k)}" for k in PLAN_KEYS) + f" | {time.monotonic() - t0:.0f} s")
+    if len(times) > 1:
+        med = statistics.median(times)
+        say(f"candidate over {len(times)} evaluations: {min(times):.4f}-{max(times):.4f} ms, median {med:.4f}, "
+            f"spread {(max(times) - min(times)) / med * 100:.2f} %")
+    try:   # the same kernel by triton's own clock, for agreement
+        import importlib.util
+
+        import torch
+        import triton.testing
+
+        from kernelsearch.judge.problem import load_problem
+
+        problem = load_problem(args.problem)
+        spec = importlib.util.spec_from_file_location("ks_bench_candidate", args.candidate)   # @jit needs a file
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        torch.manual_seed(0)
+        x = [v.cuda() for v in problem.module.get_inputs()]
+        model = mod.ModelNew().cuda()
+        ms = triton.testing.do_bench_cudagraph(lambda: model(*x), rep=200)
+        off = f"; the evaluations' median is {statistics.median(times) / ms * 100 - 100:+.2f} %" if times else ""
+        say(f"do_bench_cudagraph: {ms:.4f} ms{off}")
+    except Exception as err:   # noqa: BLE001 - the figure is extra
+        say(f"do_bench_cudagraph not measured: {type(err).__name__}: {err}")
+
+
+if __name__ == "__main__":
+    main()

@@ -202,7 +202,7 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
         laps["lease_wait"] = time.perf_counter() - t_wait
         for b in range(batches[1]):
             t_lap = time.perf_counter()
-            _refill(talk, sides, views, inputs_of, b, n)
+            delivery = _refill(talk, sides, views, inputs_of, b, n)
             laps["refill"] += time.perf_counter() - t_lap
             if cuda and ceil is None:
                 from kernelsearch.judge.roofline import ceilings
@@ -216,7 +216,8 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
             overheads.append(clock["eager"][0] - ev / 1e3 if cuda and isinstance(ev, (int, float)) else fixed)
             for name, (t_batch, t_desc) in clock.items():
                 if name == "candidate":
-                    side_steps.append((pings[name] - pings["eager"]) + (t_desc - clock["eager"][1]))
+                    side_steps.append((pings[name] - pings["eager"]) + (t_desc - clock["eager"][1])
+                                      + delivery.get("candidate", 0.0) - delivery.get("eager", 0.0))
                     cand_walls.append(t_batch)
                     ev_c = events.get("candidate")
                     if cuda and isinstance(ev_c, (int, float)) and 0.0 < ev_c / 1e3 <= t_batch:
@@ -345,9 +346,11 @@ def quiet_device(talk: Conversation) -> None:
                          f"took {took_after:.2f} ms with the candidate's processes killed)", stage="timing")
 
 
-def _refill(talk: Conversation, sides: dict, views: dict, inputs_of, b: int, n: int) -> None:
+def _refill(talk: Conversation, sides: dict, views: dict, inputs_of, b: int, n: int) -> dict[str, float]:
     """Fresh inputs in every slot of every side (on a GPU written in place by the judge); the candidate is left
-    frozen, until its ping."""
+    frozen, until its ping. Returns each side's delivery time on the judge's clock where the runner itself receives
+    the inputs (the CPU: its process decodes them, and the candidate's code could work then): the candidate's beyond
+    the reference's is charged with its ping and describe, so no work of its is off the clock."""
     cand = sides["candidate"]
     if talk.mode == "cuda":
         cand.freeze()   # thawed by _timed_batch just before its ping
@@ -359,12 +362,16 @@ def _refill(talk: Conversation, sides: dict, views: dict, inputs_of, b: int, n: 
                         view.copy_(v)
             del x
         torch.cuda.synchronize()
-        return
+        return {}
+    took = dict.fromkeys(sides, 0.0)
     for k in range(n):
         x = inputs_of(b, k)
-        for r in sides.values():
+        for name, r in sides.items():
+            t0 = time.perf_counter()
             talk.put(r, k, x, "timing")
+            took[name] += time.perf_counter() - t0
     cand.freeze()
+    return took
 
 
 def _check(talk: Conversation, r: RunnerClient, reply: dict, bufs: list, inputs_of, b: int, n: int, ref, ref32,

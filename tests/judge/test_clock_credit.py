@@ -39,3 +39,29 @@ def test_low_is_the_median_of_the_fastest_half():
     assert low([5.0, 1.0, 2.0, 9.0]) == pytest.approx(1.5)   # of 1 and 2
     assert low([3.0, 1.0, 2.0]) == pytest.approx(1.5)        # of 1 and 2 (the middle one included)
     assert low([4.0]) == 4.0
+
+
+def test_the_candidates_input_delivery_on_the_cpu_is_timed_per_side():
+    """On the CPU a runner decodes its inputs itself, so the candidate's code could work while they arrive; _refill
+    times each side's delivery, and the candidate's beyond the reference's is charged (clock.py, side steps)."""
+    import time as _time
+
+    from kernelsearch.judge import clock
+
+    class Runner:
+        def __init__(self):
+            self.frozen = False
+
+        def freeze(self):
+            self.frozen = True
+
+    class Talk:
+        mode = "cpu"
+
+        def put(self, r, k, x, stage):
+            if r is sides["candidate"]:
+                _time.sleep(0.01)   # work done while its inputs arrive
+
+    sides = {"candidate": Runner(), "eager": Runner()}
+    took = clock._refill(Talk(), sides, {}, lambda b, k: [k], 0, 3)
+    assert took["candidate"] >= 0.03 and took["eager"] < 0.01 and sides["candidate"].frozen

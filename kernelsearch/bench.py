@@ -23,8 +23,8 @@ from kernelsearch.config import ConfigError, parse_config
 from kernelsearch.run_status import open_read_only, run_status
 from kernelsearch.runner import RunError, announce, start_or_resume
 from kernelsearch.search.bench import P_VALUES, ProblemScore, fast_p
-from kernelsearch.store import DEFAULT_DB, Evaluation, Run, session_scope
-from kernelsearch.store.queries import run_stats
+from kernelsearch.store import DEFAULT_DB, Run, session_scope
+from kernelsearch.store.queries import get_evaluation, run_stats
 
 _NUMBER = re.compile(r"^(\d+)_")   # KernelBench names its files `N_Name.py`
 
@@ -38,7 +38,8 @@ class Row:
     problem: str                          # the file's stem
     run: str                              # the run's name
     status: str
-    best: Optional[float] = None          # the best correct kernel's speedup over eager
+    best: Optional[float] = None          # the fastest correct kernel's speedup over eager: the run's reference
+    #                                       figure over its own time (store/clock.py)
     best_compile: Optional[float] = None  # that kernel's speedup over torch.compile, where measured
     correct: bool = False
     evaluations: int = 0
@@ -222,8 +223,8 @@ def row_of(session, run: Run) -> Row:
     row.unjudged = st.by_status.get("harness_error", 0)
     row.allowed = _allowance(run.config_json)
     if st.best_kernel_id is not None:
-        row.torch_ops = session.exec(select(Evaluation.torch_ops)
-                                     .where(Evaluation.kernel_id == st.best_kernel_id)).first()
+        ev = get_evaluation(session, st.best_kernel_id)   # its verdict (a re-timing scans the same code)
+        row.torch_ops = ev.torch_ops if ev is not None else None
     return row
 
 

@@ -3,8 +3,10 @@
 Each round: the run's strategy (search/strategies.py) picks the round's parents and its shape; the idea writer
 gets those seeds and the ideas already tried with their outcomes; an idea its parent's lineage has already tried is
 dropped; the coder turns each idea into branches concurrently; each branch goes to the evaluator pool as soon as its
-code exists; results are stored as they arrive. Resume is a query: ideas with branches still to write are written,
-kernels with no evaluation are evaluated, then the rounds go on. The machinery here is the same for every strategy.
+code exists; results are stored as they arrive. Kernels are ranked by their own time and every speedup shown is
+the run's reference figure over it (store/clock.py). Resume is a query: ideas with branches still to write are
+written, kernels with no evaluation are evaluated, then the rounds go on. The machinery here is the same for every
+strategy.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from kernelsearch.families.feasibility import refuse_infeasible
 from kernelsearch.judge.static import kernel_language
 from kernelsearch.sandbox.pool import EvaluatorPool
 from kernelsearch.search import strategies
+from kernelsearch.search.describe import describe_result, not_judged, why
 from kernelsearch.search.settings import SearchSetup
 from kernelsearch.store import Evaluation, Idea, session_scope
 from kernelsearch.store import queries as q
@@ -55,36 +58,6 @@ def language_of(code: str) -> str:
     except (SyntaxError, ValueError):
         return "triton"
     return kernel_language(tree) or "triton"
-
-
-def _why(ev: Evaluation) -> str:
-    """One failed branch in a line: its status and reason, and the error's last line where it says more."""
-    why = f"{ev.status}: {ev.reason or ''}".strip()
-    last = next((ln.strip() for ln in reversed((ev.error_text or "").splitlines()) if ln.strip()), "")
-    if last and last not in why:
-        why += f" ({last[:160]})"
-    return why[:300]
-
-
-def not_judged(ev: Evaluation) -> str:
-    """A `harness_error` as the LLM is told it: the judge could not evaluate the kernel, and why; never as the
-    kernel's failure (prompts/not_judged.md)."""
-    return prompt("not_judged").substitute(reason=(ev.reason or "").strip()[:300]).strip()
-
-
-def describe_result(ev: Evaluation | None) -> str:
-    if ev is None:
-        return "not evaluated yet"
-    if ev.status == Status.harness_error:
-        return not_judged(ev)
-    if ev.status != Status.ok:
-        return f"{ev.status}: {ev.reason}"
-    parts = [f"{ev.time_ms:.4g} ms ({ev.timing_kind})", f"{ev.speedup:.2f}x eager"]
-    if ev.speedup_compile:
-        parts.append(f"{ev.speedup_compile:.2f}x torch.compile")
-    if ev.roofline_fraction is not None:
-        parts.append(f"{ev.roofline_fraction:.0%} of roofline ({ev.bottleneck}-bound)")
-    return ", ".join(parts)
 
 
 def _attempt(result) -> dict:
@@ -148,9 +121,11 @@ class Controller:
         with session_scope(self.engine) as s:
             return q.kernel_count(s, self.run_id)
 
-    def _best(self) -> Evaluation | None:
+    def _best(self) -> q.KernelRow | None:
+        """The run's fastest correct kernel, by its own time."""
         with session_scope(self.engine) as s:
-            return q.best_evaluation(s, self.run_id)
+            best = q.best_kernels(s, self.run_id, 1)
+        return best[0] if best else None
 
     def _save_progress(self) -> None:
         with session_scope(self.engine) as s:
@@ -209,8 +184,9 @@ class Controller:
             result.detail["harness_attempts"] = earlier
         with session_scope(self.engine) as s:
             q.add_evaluation(s, result.row(kernel_id))
+            shown = q.kernel_row(s, kernel_id)   # the run's reference figure over its time: the speedup shown
         self._save_progress()
-        self.emit("evaluated", {"kernel_id": kernel_id, "status": result.status.value, "speedup": result.speedup,
+        self.emit("evaluated", {"kernel_id": kernel_id, "status": result.status.value, "speedup": shown.speedup,
                                 "reason": result.reason})
         stop = self._check_targets_only()
         if stop:
@@ -279,7 +255,7 @@ class Controller:
 
     def _any_correct(self) -> bool:
         with session_scope(self.engine) as s:
-            return q.best_evaluation(s, self.run_id) is not None
+            return q.has_correct(s, self.run_id)
 
     def _first_round(self, rnd: int, sample: bool = False) -> None:
         """A round of first kernels from the reference: round 0, a later one while none is correct yet, or every
@@ -301,16 +277,19 @@ class Controller:
     def _plan(self, rnd: int) -> strategies.Plan:
         return strategies.plan(self._tree(), self.setup, rnd, frozenset(self._spent))
 
-    def _seeds(self, parents: tuple[int, ...]) -> list[SeedView]:
+    def _seeds(self, parents: tuple[int, ...], tree: q.RunTree | None = None) -> list[SeedView]:
         """The round's parents as the idea writer is shown them: code and measured result (or the failure)."""
+        tree = tree or self._tree()
         out = []
         with session_scope(self.engine) as s:
             for kid in parents:
                 k = q.get_kernel(s, kid)
-                out.append(SeedView(k.id, k.code, describe_result(q.get_evaluation(s, k.id))))
+                out.append(SeedView(k.id, k.code, describe_result(tree.kernels.get(kid))))
         return out
 
-    def _tried(self) -> list[str]:
+    def _tried(self, tree: q.RunTree | None = None) -> list[str]:
+        """The run's ideas with their outcomes, for the idea writer (`tree`: the run's, if already read)."""
+        tree = tree or self._tree()
         with session_scope(self.engine) as s:
             tried = q.ideas_with_evaluations(s, self.run_id)
         out = []
@@ -319,15 +298,18 @@ class Controller:
             evs = [e for e in all_evs if e.status != Status.harness_error]
             unjudged = [e for e in all_evs if e.status == Status.harness_error]
             ok = [e for e in evs if e.status == Status.ok]
-            if ok:
-                best = max(ok, key=lambda e: e.speedup or 0)
-                outcome = f"best branch {best.speedup:.2f}x eager ({len(ok)}/{len(evs)} branches correct)"
+            speedups = [tree.kernels[e.kernel_id].speedup for e in ok if e.kernel_id in tree.kernels]
+            best = max((x for x in speedups if x is not None), default=None)   # one reference figure: the fastest
+            if ok and best is not None:
+                outcome = f"best branch {best:.2f}x eager ({len(ok)}/{len(evs)} branches correct)"
+            elif ok:
+                outcome = f"{len(ok)}/{len(evs)} branches correct"
             elif unjudged and not evs:
                 outcome = f"no branch judged ({len(unjudged)} {not_judged(unjudged[0])})"
             elif evs:   # why, in the idea writer's words (prompts/tried_failed.md): each distinct failure once
                 out.append(prompt("tried_failed").substitute(
                     title=idea.title, on=self._on(idea), n=len(evs),
-                    why="; ".join(sorted({_why(e) for e in evs}))).strip())
+                    why="; ".join(sorted({why(e) for e in evs}))).strip())
                 continue
             else:
                 outcome = "no branch evaluated"
@@ -367,13 +349,13 @@ class Controller:
         return case.describe()
 
     async def _propose(self, rnd: int, plan: strategies.Plan) -> None:
-        seeds = self._seeds(plan.parents)
         tree = self._tree()
+        seeds = self._seeds(plan.parents, tree)
         task = self._idea_task(rnd, seeds, plan.ideas, tree)
         self.emit("round", {"round": rnd, "seeds": [sd.kernel_id for sd in seeds], "strategy": self.strategy})
         ideas, call_id, err = await self.idea_writer.propose(
             problem=self.problem.name, reference=self.problem.reference_source, timed_case=self._timed_case(),
-            device=self._device_label(), seeds=seeds, tried=self._tried(), task=task)
+            device=self._device_label(), seeds=seeds, tried=self._tried(tree), task=task)
         if err:
             self.emit("llm_error", {"role": "ideas", "error": err})
         tried = {p: strategies.lineage_ideas(tree, p) for p in plan.parents}
@@ -398,7 +380,7 @@ class Controller:
             return
         with session_scope(self.engine) as s:
             seed_k = q.get_kernel(s, idea.parent_kernel_id) if idea.parent_kernel_id else None
-            seed_ev = q.get_evaluation(s, seed_k.id) if seed_k else None
+            seed_row = q.kernel_row(s, seed_k.id) if seed_k else None
             siblings = q.failed_evaluations_of_idea(s, idea.id)
         brief = IdeaBrief(id=idea.id, title=idea.title, description=idea.text, meta=json.loads(idea.meta_json))
         if brief.meta.get(FIRST):   # written from the reference: no seed
@@ -409,7 +391,7 @@ class Controller:
             seed_code = seed_k.code if seed_k else (self.problem.starter_source or "")
             out = await self.coder.write(
                 problem=self.problem.name, reference=self.problem.reference_source, timed_case=self._timed_case(),
-                seed_id=seed_k.id if seed_k else None, seed_result=describe_result(seed_ev),
+                seed_id=seed_k.id if seed_k else None, seed_result=describe_result(seed_row),
                 sibling_errors=[f"{e.status}: {e.reason}" for e in siblings],
                 task=self._code_task(idea, brief, branch, seed_code))
         if out.code is None:

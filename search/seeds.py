@@ -1,4 +1,4 @@
-"""Seed selection: the fastest correct kernels, kept diverse (not all children of one idea)."""
+"""Seed selection: the fastest correct kernels by their own time, kept diverse (not all children of one idea)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,12 +8,18 @@ from dataclasses import dataclass
 class Scored:
     kernel_id: int
     idea_id: int | None
-    speedup: float
+    time_ms: float             # the kernel's own time (the median of its timings; store/clock.py); lower is faster
+    elsewhere: bool = False    # timed only on another device than the run's: ranked after the others
+
+
+def rank(scored: list[Scored]) -> list[Scored]:
+    """Fastest first (those timed on the run's device before the others), ties to the older kernel."""
+    return sorted(scored, key=lambda s: (s.elsewhere, s.time_ms, s.kernel_id))
 
 
 def pick_seeds(scored: list[Scored], k: int) -> list[Scored]:
     """Best first; one kernel per idea until every idea has had its best in, then the rest by speed."""
-    ranked = sorted(scored, key=lambda s: (-s.speedup, s.kernel_id))
+    ranked = rank(scored)
     chosen, ideas = [], set()
     for s in ranked:
         if len(chosen) == k:

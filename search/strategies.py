@@ -16,9 +16,12 @@ the round number (and the config's seed, for the evolutionary one's sampling).
   every round is a round of first kernels written from the reference. Its ideas still see what was tried (so they
   are not repeated), but no kernel is ever built on a later one.
 - `evolutionary` (the form of the open evolutionary-search systems): the population is every correct kernel; each
-  round samples `ideas_per_round` distinct parents, weighted by speed (speedup over the best, squared) and novelty
+  round samples `ideas_per_round` distinct parents, weighted by speed (the best time over its time, squared) and novelty
   (fewer children so far, and not a parent, child or sibling of a parent already drawn this round), from a
   random generator seeded by the config's seed and the round; one idea per parent, one branch each.
+
+Every strategy ranks kernels by their own time (the median of their timings, store/clock.py), never by a speedup
+whose reference was timed in the same evaluation.
 
 Whatever the strategy, a problem with no starter writes first kernels from the reference until one is correct. A
 kernel is `spent` once a round with it as a parent stored no new kernel (the idea writer had nothing new for it, or
@@ -31,7 +34,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from kernelsearch.search.seeds import Scored, pick_seeds
+from kernelsearch.search.seeds import Scored, pick_seeds, rank
 from kernelsearch.search.settings import STRATEGIES, SearchSetup
 from kernelsearch.store.queries import RunTree
 
@@ -50,9 +53,14 @@ class Plan:
     first: bool = False
 
 
+def _scored(tree: RunTree, kernel_id: int) -> Scored:
+    k, t = tree.kernels[kernel_id], tree.clock.times[kernel_id]
+    return Scored(k.id, k.idea_id, t.time_ms, t.device != tree.clock.device)
+
+
 def _correct(tree: RunTree, spent: frozenset[int] = frozenset()) -> list[Scored]:
-    return [Scored(k.id, k.idea_id, k.speedup) for k in tree.kernels.values()
-            if k.status == "ok" and k.speedup is not None and k.id not in spent]
+    """The ranked kernels (correct, timed, no re-timing found them wrong) but the spent ones, by their own time."""
+    return [_scored(tree, k.id) for k in tree.kernels.values() if k.ranked and k.id not in spent]
 
 
 def _root(tree: RunTree) -> list[int]:
@@ -68,12 +76,14 @@ def branching(tree: RunTree, setup: SearchSetup, rnd: int, spent: frozenset[int]
 
 def current_kernel(tree: RunTree, spent: frozenset[int] = frozenset()) -> int | None:
     """Sequential's current kernel: in the order results arrived, each correct kernel strictly faster than the
-    current one is kept; the others are dropped (the next step revises the current one again). Spent kernels are
-    passed over (the next best is revised). With nothing correct, the starter."""
-    cur, speed = None, None
+    current one (by its own time as known now) is kept; the others are dropped (the next step revises the current
+    one again). Spent kernels are passed over (the next best is revised). With nothing correct, the starter."""
+    cur, key = None, None
     for k in sorted((k for k in tree.kernels.values() if k.eval_id is not None), key=lambda k: k.eval_id):
-        if k.status == "ok" and k.speedup is not None and k.id not in spent and (speed is None or k.speedup > speed):
-            cur, speed = k.id, k.speedup
+        if k.ranked and k.id not in spent:
+            s = _scored(tree, k.id)
+            if key is None or (s.elsewhere, s.time_ms) < key:
+                cur, key = k.id, (s.elsewhere, s.time_ms)
     if cur is None:
         root = _root(tree)
         return root[0] if root else None
@@ -103,9 +113,9 @@ def evolutionary(tree: RunTree, setup: SearchSetup, rnd: int, spent: frozenset[i
     pop = _correct(tree, spent)
     if not pop:
         return Plan(tuple(_root(tree)), 1, 1)
-    best = max(p.speedup for p in pop)
+    best = min(p.time_ms for p in pop)
     children = {p.kernel_id: len(tree.ideas_of.get(p.kernel_id, [])) for p in pop}
-    base = {p.kernel_id: (p.speedup / best) ** 2 / (1 + children[p.kernel_id]) ** 0.5 + WEIGHT_FLOOR for p in pop}
+    base = {p.kernel_id: (best / p.time_ms) ** 2 / (1 + children[p.kernel_id]) ** 0.5 + WEIGHT_FLOOR for p in pop}
     rng = random.Random(f"{s.seed}/evolutionary/{rnd}")
     left = sorted(base)
     chosen: list[int] = []
@@ -114,7 +124,8 @@ def evolutionary(tree: RunTree, setup: SearchSetup, rnd: int, spent: frozenset[i
         pick = rng.choices(left, weights=weights)[0]
         chosen.append(pick)
         left.remove(pick)
-    chosen.sort(key=lambda k: (-tree.kernels[k].speedup, k))   # best first, as the idea writer's seeds are shown
+    order = {s.kernel_id: n for n, s in enumerate(rank(pop))}
+    chosen.sort(key=order.__getitem__)   # best first, as the idea writer's seeds are shown
     return Plan(tuple(chosen), len(chosen), 1)
 
 

@@ -32,7 +32,11 @@ CORE_TABLES = ("run", "idea", "kernel", "evaluation", "llmcall")   # docs/design
 # columns added after stores were first written, all nullable: a store without them is an older one, not a damaged
 # one. Opened for writing it gets them (ALTER TABLE ADD COLUMN, NULL in every old row); opened read-only, where the
 # file cannot change, each such table is shadowed for that connection by a TEMP view that adds them as NULL.
-ADDED_COLUMNS: dict[str, tuple[str, ...]] = {"evaluation": ("torch_ops",)}
+ADDED_COLUMNS: dict[str, tuple[str, ...]] = {"evaluation": ("torch_ops", "purpose")}
+# indexes that were unique in older stores and are no longer: opened for writing, a store whose index of that name is
+# still unique has it dropped and made again as the models say. ix_evaluation_kernel_id: a kernel's re-timings are
+# rows of its own (one verdict a kernel is then ux_evaluation_verdict, unique where purpose IS NULL).
+RELAXED_INDEXES = ("ix_evaluation_kernel_id",)
 BUSY_TIMEOUT_S = 30
 
 
@@ -220,6 +224,11 @@ def _create_missing(con: sqlite3.Connection, tables: dict[str, set[str]]) -> Non
         for name in _older(tables).get(table.name, []):   # an older store: its new nullable columns, NULL in old rows
             col = table.columns[name]
             con.execute(f'ALTER TABLE "{table.name}" ADD COLUMN "{name}" {col.type.compile(dialect=dialect)}')
+        if table.name in tables:
+            unique = {r[1] for r in con.execute(f'PRAGMA index_list("{table.name}")') if r[2]}
+            for index in table.indexes:   # made again below, as the models say
+                if index.name in RELAXED_INDEXES and index.name in unique and not index.unique:
+                    con.execute(f'DROP INDEX "{index.name}"')
         for index in table.indexes:
             con.execute(str(CreateIndex(index, if_not_exists=True).compile(dialect=dialect)))
 

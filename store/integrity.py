@@ -46,7 +46,8 @@ def damaged_rows(session: Session, run_id: int) -> list[DamagedRow]:
             f"SELECT id FROM idea WHERE run_id = :run AND {_NOT_JSON.format(c='meta_json')}"), r):
         rows.append(DamagedRow("idea", iid, None, "meta_json is not JSON"))
     for kid, kind, queued in session.execute(text(
-            "SELECT k.id, typeof(k.code), e.id IS NULL FROM kernel k LEFT JOIN evaluation e ON e.kernel_id = k.id "
+            "SELECT k.id, typeof(k.code), e.id IS NULL FROM kernel k "
+            "LEFT JOIN evaluation e ON e.kernel_id = k.id AND e.purpose IS NULL "   # its verdict, not re-timings
             "WHERE k.run_id = :run AND (typeof(k.code) != 'text' OR length(trim(k.code)) = 0) ORDER BY k.id"), r):
         what = "code is empty" if kind == "text" else f"code is {'a blob' if kind == 'blob' else kind}, not text"
         rows.append(DamagedRow("kernel", kid, kid, what, queued=bool(queued)))

@@ -1,12 +1,14 @@
 """Tables of the idea -> code -> result tree.
 
-A Kernel with no Evaluation is queued work: resume is a query, not a log replay.
+A Kernel with no Evaluation is queued work: resume is a query, not a log replay. A kernel has one evaluation that
+judges it (`purpose` NULL) and, if it became a finalist, re-timings (`purpose` "retime": store/clock.py).
 """
 from __future__ import annotations
 
 from datetime import datetime, timezone
 from typing import Optional
 
+from sqlalchemy import Index, text
 from sqlmodel import Field, SQLModel
 
 
@@ -56,8 +58,12 @@ class Kernel(SQLModel, table=True):
 
 
 class Evaluation(SQLModel, table=True):
+    # one verdict a kernel, any number of re-timings. The index on kernel_id was unique before re-timings; an older
+    # store's is replaced when it is opened for writing (store/database.py RELAXED_INDEXES)
+    __table_args__ = (Index("ux_evaluation_verdict", "kernel_id", unique=True, sqlite_where=text("purpose IS NULL")),)
+
     id: Optional[int] = Field(default=None, primary_key=True)
-    kernel_id: int = Field(foreign_key="kernel.id", index=True, unique=True)
+    kernel_id: int = Field(foreign_key="kernel.id", index=True)
     status: str                           # ok | compile_error | incorrect | timeout | crash | rejected | harness_error
     reason: Optional[str] = None          # one line: why it is not ok (the check that failed)
     error_text: Optional[str] = None      # the longer text kept for the next prompt (traceback, mismatches)
@@ -66,7 +72,8 @@ class Evaluation(SQLModel, table=True):
     time_ms: Optional[float] = None       # candidate median on the timed case
     ref_time_ms: Optional[float] = None   # eager reference median, its own runner, interleaved with the candidate
     compile_ref_time_ms: Optional[float] = None  # torch.compile reference median, where asked
-    speedup: Optional[float] = None       # ref_time_ms / time_ms
+    speedup: Optional[float] = None       # ref_time_ms / time_ms: this evaluation's side-by-side ratio, kept as
+    #                                       measured; views show and rank by the run's figure (store/clock.py)
     speedup_compile: Optional[float] = None
     gbps: Optional[float] = None
     tflops: Optional[float] = None
@@ -79,6 +86,8 @@ class Evaluation(SQLModel, table=True):
     torch_ops: Optional[str] = None       # allowed torch operations (evaluation.allow_torch) the kernel calls:
     #                                       "matmul,linear"; "" none; None: not scanned, or stored before the column
     wall_s: Optional[float] = None
+    purpose: Optional[str] = None         # None: the kernel's evaluation, its verdict; "retime": the same code
+    #                                       evaluated again to time it (a finalist, store/clock.py); never a verdict
     created_at: datetime = Field(default_factory=utcnow)
 
 

@@ -7,7 +7,12 @@ The views' queries only read; they load whole runs in a handful of queries (neve
 
 Tree semantics: a Kernel with `idea_id` None is a round-0 seed (the starter); an Idea hangs under the kernel it
 came from (`Idea.parent_kernel_id`); the Kernels of an Idea are its branches. A Kernel without an Evaluation is
-queued work (its `state` is "queued").
+queued work (its `state` is "queued"). A kernel's evaluation is the one with `purpose` NULL (its verdict); its
+re-timings (`purpose` "retime") only add timings: every query here that reads a kernel's evaluation reads the verdict.
+
+Times and speedups: a KernelRow's `time_ms` is the kernel's own time (the median of its ok timings), its
+`ref_time_ms` the run's reference figure on that device and its `speedup` their ratio (store/clock.py); the one
+evaluation's side-by-side measurement is kept in the `eval_*` fields. Kernels are ranked by their own time.
 """
 from __future__ import annotations
 
@@ -16,9 +21,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Iterable, Optional
 
-from sqlalchemy import case, func, update
+from sqlalchemy import and_, case, func, update
 from sqlmodel import Session, select
 
+from kernelsearch.store.clock import JUDGED, RETIME, RunClock, run_clock
+from kernelsearch.store.clock import reference_ms as reference_ms  # the run's reference figure, read from here too
 from kernelsearch.store.models import Evaluation, Idea, Kernel, LLMCall, Run, utcnow
 from kernelsearch.store.status import Status
 
@@ -32,7 +39,9 @@ _is_error = case((LLMCall.status == "ok", 0), else_=1)   # an LLM call that did 
 # -- rows ----------------------------------------------------------------------------------------------------
 @dataclass
 class KernelRow:
-    """One kernel with its evaluation's headline numbers (no code: see `kernel_codes`)."""
+    """One kernel with its evaluation's headline numbers (no code: see `kernel_codes`). Loaded through the run's
+    clock (`_timed`): `time_ms` is the kernel's median time, `ref_time_ms` and `compile_ref_time_ms` the run's
+    reference figures, `speedup` and `speedup_compile` their ratios; the evaluation's own figures are `eval_*`."""
 
     id: int
     run_id: int
@@ -58,6 +67,14 @@ class KernelRow:
     timing_kind: Optional[str] = None
     device: Optional[str] = None
     eval_wall_s: Optional[float] = None
+    eval_time_ms: Optional[float] = None        # this evaluation's own measurement, side by side with the reference
+    eval_ref_time_ms: Optional[float] = None
+    eval_speedup: Optional[float] = None        # their ratio, as stored; never ranked or shown as the speedup
+    timings: int = 0                            # ok timings the kernel's time is the median of
+    retimes: int = 0                            # re-timing rows, any status
+    retime_failed: Optional[str] = None         # the status of a re-timing that was not ok: the kernel is not ranked
+    ref_timings: int = 0                        # evaluations the run's reference figure on its device is over
+    ranked: bool = False                        # correct, timed, no re-timing found it wrong
 
     @property
     def state(self) -> str:
@@ -96,7 +113,12 @@ class RunStats:
     best_speedup: Optional[float] = None
     best_speedup_compile: Optional[float] = None
     best_roofline_fraction: Optional[float] = None   # of the best kernel
-    best_time_ms: Optional[float] = None
+    best_time_ms: Optional[float] = None             # its own time: the median of its timings
+    best_timings: int = 0
+    retimes: int = 0                       # re-timings of finalists (not in `evaluations`, which are kernels judged)
+    device: Optional[str] = None           # the device kernels are ranked on
+    reference_ms: Optional[float] = None   # the run's reference figure there, and the evaluations it is over
+    reference_timings: int = 0
     timing_kinds: list[str] = field(default_factory=list)
     llm_calls: int = 0
     llm_errors: int = 0
@@ -123,7 +145,7 @@ class RoundStats:
     evaluated: int = 0
     correct: int = 0
     by_status: dict[str, int] = field(default_factory=dict)
-    best_speedup: Optional[float] = None   # best of this round
+    best_speedup: Optional[float] = None   # best of this round (the run's reference over the kernel's time)
     best_so_far: Optional[float] = None    # best of rounds 0..round
     tokens: int = 0                        # LLM calls linked to the round's ideas and kernels
     cost_usd: float = 0.0
@@ -165,6 +187,7 @@ class RunTree:
     run: Run
     kernels: dict[int, KernelRow]
     ideas: dict[int, IdeaRow]
+    clock: RunClock = field(default_factory=RunClock)
     roots: list[int] = field(default_factory=list)                       # seed kernels
     top_ideas: list[int] = field(default_factory=list)                   # ideas with no parent kernel in run
     ideas_of: dict[int, list[int]] = field(default_factory=dict)         # kernel id -> its child ideas
@@ -196,10 +219,8 @@ class RunTree:
         return sum(1 for k in self.path_to(kernel_id) if self.kernels[k].idea_id is not None)
 
     def best(self, n: int = 1) -> list[KernelRow]:
-        """The n fastest correct kernels (speedup over eager; ties: the older kernel first)."""
-        ok = [k for k in self.kernels.values() if k.status == "ok" and k.speedup is not None]
-        ok.sort(key=lambda k: (-k.speedup, k.id))
-        return ok[:n]
+        """The n fastest correct kernels by their own time (ties: the older kernel first)."""
+        return [self.kernels[k] for k in self.clock.ranked(self.kernels)[:n]]
 
     def best_kernel(self) -> Optional[KernelRow]:
         b = self.best(1)
@@ -218,10 +239,33 @@ def _kernel_columns() -> tuple:
 
 
 def _kernel_rows(session: Session, *where) -> list[KernelRow]:
+    """Kernels with their verdict's columns, not yet through the clock (`_timed`)."""
     stmt = (select(*_kernel_columns())
-            .outerjoin(Evaluation, Evaluation.kernel_id == Kernel.id)
+            .outerjoin(Evaluation, and_(Evaluation.kernel_id == Kernel.id, JUDGED))
             .where(*where).order_by(Kernel.id))
     return [KernelRow(*row) for row in session.connection().execute(stmt)]   # Core rows: no ORM cost per row
+
+
+def _timed(rows: list[KernelRow], clock: RunClock) -> list[KernelRow]:
+    """The rows with the run's clock applied (in place): the kernel's own time, the run's reference figure, their
+    ratio; the evaluation's own figures moved to `eval_*`."""
+    for k in rows:
+        k.eval_time_ms, k.eval_ref_time_ms, k.eval_speedup = k.time_ms, k.ref_time_ms, k.speedup
+        t = clock.times.get(k.id)
+        if t is not None:
+            k.time_ms, k.timings = t.time_ms, t.timings
+        elif k.time_ms is not None:
+            k.timings = 1
+        ref = clock.reference(t.device if t is not None else k.device)
+        k.ref_time_ms = ref.eager_ms if ref else None
+        k.compile_ref_time_ms = ref.compile_ms if ref else None
+        k.ref_timings = ref.eager_n if ref else 0
+        ok = k.time_ms is not None and k.time_ms > 0
+        k.speedup = k.ref_time_ms / k.time_ms if ok and k.ref_time_ms is not None else None
+        k.speedup_compile = k.compile_ref_time_ms / k.time_ms if ok and k.compile_ref_time_ms is not None else None
+        k.retimes, k.retime_failed = clock.retimes.get(k.id, 0), clock.failed.get(k.id)
+        k.ranked = clock.is_ranked(k.id)
+    return rows
 
 
 def _idea_rows(session: Session, *where) -> list[IdeaRow]:
@@ -235,9 +279,10 @@ def tree(session: Session, run_id: int) -> RunTree:
     run = session.get(Run, run_id)
     if run is None:
         raise LookupError(f"no run with id {run_id}")
-    kernels = {k.id: k for k in _kernel_rows(session, Kernel.run_id == run_id)}
+    clock = run_clock(session, run_id)
+    kernels = {k.id: k for k in _timed(_kernel_rows(session, Kernel.run_id == run_id), clock)}
     ideas = {i.id: i for i in _idea_rows(session, Idea.run_id == run_id)}
-    t = RunTree(run=run, kernels=kernels, ideas=ideas)
+    t = RunTree(run=run, kernels=kernels, ideas=ideas, clock=clock)
     ideas_of: dict[int, list[int]] = defaultdict(list)
     branches_of: dict[int, list[int]] = defaultdict(list)
     direct: dict[int, list[int]] = defaultdict(list)
@@ -272,12 +317,22 @@ def get_kernel(session: Session, kernel_id: int) -> Optional[Kernel]:
 
 
 def get_evaluation(session: Session, kernel_id: int) -> Optional[Evaluation]:
-    return session.exec(select(Evaluation).where(Evaluation.kernel_id == kernel_id)).first()
+    """The kernel's evaluation (its verdict; not a re-timing), or None while it is queued."""
+    return session.exec(select(Evaluation).where(Evaluation.kernel_id == kernel_id, JUDGED)).first()
 
 
-def kernel_row(session: Session, kernel_id: int) -> Optional[KernelRow]:
+def retimings(session: Session, kernel_id: int) -> list[Evaluation]:
+    """The kernel's re-timings, oldest first."""
+    return list(session.exec(select(Evaluation).where(Evaluation.kernel_id == kernel_id,
+                                                      Evaluation.purpose == RETIME).order_by(Evaluation.id)).all())
+
+
+def kernel_row(session: Session, kernel_id: int, clock: Optional[RunClock] = None) -> Optional[KernelRow]:
+    """One kernel through its run's clock (`clock`: the run's, if already read)."""
     rows = _kernel_rows(session, Kernel.id == kernel_id)
-    return rows[0] if rows else None
+    if not rows:
+        return None
+    return _timed(rows, clock if clock is not None else run_clock(session, rows[0].run_id))[0]
 
 
 def lineage(session: Session, kernel_id: int) -> list[tuple[KernelRow, Optional[IdeaRow]]]:
@@ -286,9 +341,12 @@ def lineage(session: Session, kernel_id: int) -> list[tuple[KernelRow, Optional[
     chain: list[tuple[KernelRow, Optional[IdeaRow]]] = []
     seen: set[int] = set()
     cur: Optional[int] = kernel_id
+    clock: Optional[RunClock] = None
     while cur is not None and cur not in seen:
         seen.add(cur)
-        k = kernel_row(session, cur)
+        k = kernel_row(session, cur, clock)
+        if k is not None and clock is None:
+            clock = run_clock(session, k.run_id)   # a lineage stays in one run
         if k is None:
             break
         idea = None
@@ -301,17 +359,21 @@ def lineage(session: Session, kernel_id: int) -> list[tuple[KernelRow, Optional[
     return chain[::-1]
 
 
-def best_kernels(session: Session, run_id: int, n: int = 1) -> list[KernelRow]:
-    """The n fastest correct kernels of a run by speedup over eager (ties: the older kernel first)."""
-    return _kernel_rows_limited(session, run_id, n)
+def best_kernels(session: Session, run_id: int, n: int = 1, clock: Optional[RunClock] = None) -> list[KernelRow]:
+    """The n fastest correct kernels of a run by their own time (ties: the older kernel first); `clock`: the run's,
+    if already read."""
+    clock = clock if clock is not None else run_clock(session, run_id)
+    ids = clock.ranked()[:n]
+    if not ids:
+        return []
+    rows = {k.id: k for k in _timed(_kernel_rows(session, Kernel.id.in_(ids)), clock)}
+    return [rows[k] for k in ids]
 
 
-def _kernel_rows_limited(session: Session, run_id: int, n: int) -> list[KernelRow]:
-    stmt = (select(*_kernel_columns())
-            .join(Evaluation, Evaluation.kernel_id == Kernel.id)
-            .where(Kernel.run_id == run_id, Evaluation.status == "ok", Evaluation.speedup.is_not(None))
-            .order_by(Evaluation.speedup.desc(), Kernel.id).limit(n))
-    return [KernelRow(*row) for row in session.connection().execute(stmt)]
+def has_correct(session: Session, run_id: int) -> bool:
+    """Whether the run has a kernel whose evaluation is ok."""
+    return session.exec(select(Evaluation.id).join(Kernel, Kernel.id == Evaluation.kernel_id)
+                        .where(Kernel.run_id == run_id, JUDGED, Evaluation.status == "ok").limit(1)).first() is not None
 
 
 def kernel_codes(session: Session, run_id: int) -> tuple[dict[int, str], dict[str, str]]:
@@ -329,14 +391,14 @@ def error_texts(session: Session, run_id: int) -> dict[int, str]:
     """kernel id -> the evaluation's longer error text, for the kernels that have one."""
     stmt = (select(Evaluation.kernel_id, Evaluation.error_text)
             .join(Kernel, Kernel.id == Evaluation.kernel_id)
-            .where(Kernel.run_id == run_id, Evaluation.error_text.is_not(None)))
+            .where(Kernel.run_id == run_id, JUDGED, Evaluation.error_text.is_not(None)))
     return {kid: text for kid, text in session.execute(stmt) if text}
 
 
 def detail_jsons(session: Session, run_id: int) -> dict[int, str]:
     """kernel id -> the evaluation's per-stage detail (JSON text), for every evaluated kernel of a run."""
     stmt = (select(Evaluation.kernel_id, Evaluation.detail_json)
-            .join(Kernel, Kernel.id == Evaluation.kernel_id).where(Kernel.run_id == run_id))
+            .join(Kernel, Kernel.id == Evaluation.kernel_id).where(Kernel.run_id == run_id, JUDGED))
     return dict(session.execute(stmt).all())
 
 
@@ -349,7 +411,8 @@ def _wall_s(run: Run, last: Optional[datetime]) -> Optional[float]:
 
 
 def run_stats(session: Session, run_id: int) -> RunStats:
-    """Tokens, cost, evaluations by status, the best kernel and wall time of one run (five queries)."""
+    """Tokens, cost, evaluations by status, the best kernel (by its own time), the reference figure and wall time
+    of one run (seven queries)."""
     run = session.get(Run, run_id)
     if run is None:
         raise LookupError(f"no run with id {run_id}")
@@ -363,23 +426,31 @@ def run_stats(session: Session, run_id: int) -> RunStats:
     s.rounds = max(max_idea_round or 0, max_kernel_round or 0)
     last_eval = None
     kinds: set[str] = set()
-    for status, kind, count, last in session.execute(
-            select(Evaluation.status, Evaluation.timing_kind, func.count(Evaluation.id),
+    for status, kind, purpose, count, last in session.execute(
+            select(Evaluation.status, Evaluation.timing_kind, Evaluation.purpose, func.count(Evaluation.id),
                    func.max(Evaluation.created_at))
             .join(Kernel, Kernel.id == Evaluation.kernel_id).where(Kernel.run_id == run_id)
-            .group_by(Evaluation.status, Evaluation.timing_kind)):
+            .group_by(Evaluation.status, Evaluation.timing_kind, Evaluation.purpose)):
+        last_eval = last if last_eval is None or (last and last > last_eval) else last_eval
+        if purpose is not None:   # a re-timing: not a kernel judged
+            s.retimes += count
+            continue
         s.by_status[status] = s.by_status.get(status, 0) + count
         s.evaluations += count
         if kind:
             kinds.add(kind)
-        last_eval = last if last_eval is None or (last and last > last_eval) else last_eval
     s.timing_kinds = sorted(kinds)
     s.queued = s.kernels - s.evaluations
-    best = _kernel_rows_limited(session, run_id, 1)
+    clock = run_clock(session, run_id)
+    s.device = clock.device
+    ref = clock.reference(clock.device)
+    if ref is not None:
+        s.reference_ms, s.reference_timings = ref.eager_ms, ref.eager_n
+    best = best_kernels(session, run_id, 1, clock)
     if best:
         b = best[0]
         s.best_kernel_id, s.best_speedup, s.best_speedup_compile = b.id, b.speedup, b.speedup_compile
-        s.best_roofline_fraction, s.best_time_ms = b.roofline_fraction, b.time_ms
+        s.best_roofline_fraction, s.best_time_ms, s.best_timings = b.roofline_fraction, b.time_ms, b.timings
     calls, errors, tin, tout, cost, priced, last_call = session.execute(
         select(func.count(LLMCall.id), func.sum(_is_error),
                func.sum(LLMCall.tokens_in), func.sum(LLMCall.tokens_out), func.sum(LLMCall.cost_usd),
@@ -397,7 +468,8 @@ def run_stats(session: Session, run_id: int) -> RunStats:
 
 
 def round_stats(session: Session, run_id: int) -> list[RoundStats]:
-    """Per round: ideas, branches, evaluated, correct, best speedup (and best so far), tokens and cost."""
+    """Per round: ideas, branches, evaluated, correct, best speedup (and best so far: of the fastest kernel of the
+    rounds up to it), tokens and cost."""
     rounds: dict[int, RoundStats] = {}
 
     def get(r: int) -> RoundStats:
@@ -406,19 +478,25 @@ def round_stats(session: Session, run_id: int) -> list[RoundStats]:
     for r, n in session.execute(select(Idea.round, func.count(Idea.id)).where(Idea.run_id == run_id)
                                 .group_by(Idea.round)):
         get(r).ideas = n
-    for r, n in session.execute(select(Kernel.round, func.count(Kernel.id)).where(Kernel.run_id == run_id)
-                                .group_by(Kernel.round)):
-        get(r).branches = n
-    for r, status, n, best in session.execute(
-            select(Kernel.round, Evaluation.status, func.count(Evaluation.id), func.max(Evaluation.speedup))
-            .join(Evaluation, Evaluation.kernel_id == Kernel.id).where(Kernel.run_id == run_id)
+    round_of: dict[int, int] = dict(session.execute(select(Kernel.id, Kernel.round)
+                                                    .where(Kernel.run_id == run_id)).all())
+    for r in round_of.values():
+        get(r).branches += 1
+    for r, status, n in session.execute(
+            select(Kernel.round, Evaluation.status, func.count(Evaluation.id))
+            .join(Evaluation, Evaluation.kernel_id == Kernel.id).where(Kernel.run_id == run_id, JUDGED)
             .group_by(Kernel.round, Evaluation.status)):
         rs = get(r)
         rs.by_status[status] = n
         rs.evaluated += n
         if status == "ok":
             rs.correct = n
-            rs.best_speedup = best
+    clock = run_clock(session, run_id)
+    fastest: dict[int, int] = {}   # round -> its fastest kernel
+    for kid in clock.ranked():     # fastest first: a round's first is its best
+        fastest.setdefault(round_of.get(kid, 0), kid)
+    for r, kid in fastest.items():
+        get(r).best_speedup = clock.speedup(kid)
     # LLM calls linked to a round through the ideas and kernels they produced (each call counted once).
     call_round: dict[int, int] = {}
     for cid, r in session.execute(select(Idea.llm_call_id, Idea.round)
@@ -437,31 +515,36 @@ def round_stats(session: Session, run_id: int) -> list[RoundStats]:
                 rs.cost_usd += cost or 0.0
                 rs.calls += 1
                 rs.unpriced += cost is None
-    best: Optional[float] = None
+    best: Optional[int] = None
     out = [rounds[r] for r in sorted(rounds)]
     for rs in out:
-        if rs.best_speedup is not None and (best is None or rs.best_speedup > best):
-            best = rs.best_speedup
-        rs.best_so_far = best
+        kid = fastest.get(rs.round)
+        if kid is not None and (best is None or clock.rank_key(kid) < clock.rank_key(best)):
+            best = kid
+        rs.best_so_far = clock.speedup(best) if best is not None else None
     return out
 
 
 def progress(session: Session, run_id: int) -> list[ProgressPoint]:
-    """Every evaluation in the order it was written, with the best speedup up to it (for progress plots)."""
+    """Every kernel's evaluation (re-timings left out) in the order it was written, with its speedup and the best
+    speedup up to it (for progress plots): the run's reference figure over the kernel's time as known now, the best
+    being the fastest kernel so far."""
     if session.get(Run, run_id) is None:
         raise LookupError(f"no run with id {run_id}")
+    clock = run_clock(session, run_id)
     started = select(Run.started_at).where(Run.id == run_id).scalar_subquery()
     seconds = (func.julianday(Evaluation.created_at) - func.julianday(started)) * 86400.0   # in SQLite: no
-    stmt = (select(Evaluation.kernel_id, Evaluation.status, Evaluation.speedup, seconds)  # datetime per row
-            .join(Kernel, Kernel.id == Evaluation.kernel_id).where(Kernel.run_id == run_id)
+    stmt = (select(Evaluation.kernel_id, Evaluation.status, seconds)                     # datetime per row
+            .join(Kernel, Kernel.id == Evaluation.kernel_id).where(Kernel.run_id == run_id, JUDGED)
             .order_by(Evaluation.created_at, Evaluation.id))
     points: list[ProgressPoint] = []
-    best: Optional[float] = None
-    for n, (kid, status, speedup, t) in enumerate(session.connection().execute(stmt), start=1):
-        if status == "ok" and speedup is not None and (best is None or speedup > best):
-            best = speedup
+    best: Optional[int] = None
+    for n, (kid, status, t) in enumerate(session.connection().execute(stmt), start=1):
+        if clock.is_ranked(kid) and (best is None or clock.rank_key(kid) < clock.rank_key(best)):
+            best = kid
         points.append(ProgressPoint(n=n, t_s=max(0.0, t or 0.0), kernel_id=kid, status=status,
-                                    speedup=speedup if status == "ok" else None, best_so_far=best))
+                                    speedup=clock.speedup(kid) if status == "ok" else None,
+                                    best_so_far=clock.speedup(best) if best is not None else None))
     return points
 
 
@@ -559,35 +642,29 @@ def add_kernel(session: Session, run_id: int, *, code: str, code_hash: str, lang
     return kernel.id
 
 
-def best_evaluation(session: Session, run_id: int) -> Optional[Evaluation]:
-    """The correct evaluation with the highest speedup over eager, or None."""
-    return session.exec(select(Evaluation).join(Kernel).where(Kernel.run_id == run_id, Evaluation.status == "ok")
-                        .order_by(Evaluation.speedup.desc())).first()
-
-
 def first_kernel(session: Session, run_id: int) -> Optional[Kernel]:
     """The run's first kernel (its round-0 starter), or None before it is stored."""
     return session.exec(select(Kernel).where(Kernel.run_id == run_id).order_by(Kernel.id)).first()
 
 
 def queued_kernels(session: Session, run_id: int) -> list[Kernel]:
-    """The run's kernels that have no evaluation yet."""
+    """The run's kernels that have no evaluation yet (a re-timing is not one: only a judged kernel has those)."""
     return list(session.exec(select(Kernel).where(Kernel.run_id == run_id)
-                             .where(~Kernel.id.in_(select(Evaluation.kernel_id)))).all())
+                             .where(~Kernel.id.in_(select(Evaluation.kernel_id).where(JUDGED)))).all())
 
 
 def unjudged_kernels(session: Session, run_id: int) -> list[tuple[Kernel, Evaluation]]:
     """The run's kernels whose evaluation is `harness_error` (the judge failed in its own work: they were not
     judged), each with it: a resumed run evaluates them again."""
     return list(session.exec(select(Kernel, Evaluation).join(Evaluation, Evaluation.kernel_id == Kernel.id)
-                             .where(Kernel.run_id == run_id, Evaluation.status == Status.harness_error.value)
+                             .where(Kernel.run_id == run_id, JUDGED, Evaluation.status == Status.harness_error.value)
                              .order_by(Kernel.id)).all())
 
 
 def correct_kernels(session: Session, run_id: int) -> list[tuple[Kernel, Evaluation]]:
     """The run's kernels whose evaluation is ok, each with it."""
     return list(session.exec(select(Kernel, Evaluation).join(Evaluation, Evaluation.kernel_id == Kernel.id)
-                             .where(Kernel.run_id == run_id, Evaluation.status == "ok")).all())
+                             .where(Kernel.run_id == run_id, JUDGED, Evaluation.status == "ok")).all())
 
 
 def run_codes(session: Session, run_id: int, before_round: Optional[int] = None) -> list[str]:
@@ -609,7 +686,7 @@ def ideas_with_evaluations(session: Session, run_id: int) -> list[tuple[Idea, li
     by_idea: dict[Optional[int], list[Evaluation]] = defaultdict(list)
     for idea_id, ev in session.exec(select(Kernel.idea_id, Evaluation)
                                     .join(Evaluation, Evaluation.kernel_id == Kernel.id)
-                                    .where(Kernel.run_id == run_id)).all():
+                                    .where(Kernel.run_id == run_id, JUDGED)).all():
         by_idea[idea_id].append(ev)
     return [(idea, by_idea.get(idea.id, [])) for idea in ideas]
 
@@ -618,14 +695,14 @@ def failed_kernels(session: Session, run_id: int, *, before_round: int, limit: i
     """The run's most recent kernels from rounds before `before_round` that failed (their evaluation is neither ok
     nor `harness_error`, which says nothing about the kernel), newest first."""
     return list(session.exec(select(Kernel, Evaluation).join(Evaluation, Evaluation.kernel_id == Kernel.id)
-                             .where(Kernel.run_id == run_id, Kernel.round < before_round,
+                             .where(Kernel.run_id == run_id, Kernel.round < before_round, JUDGED,
                                     Evaluation.status.not_in(_NOT_FAILED))
                              .order_by(Kernel.id.desc()).limit(limit)).all())
 
 
 def failed_evaluations_of_idea(session: Session, idea_id: int) -> list[Evaluation]:
     """The evaluations of an idea's branches that failed (neither ok nor `harness_error`)."""
-    return list(session.exec(select(Evaluation).join(Kernel).where(Kernel.idea_id == idea_id,
+    return list(session.exec(select(Evaluation).join(Kernel).where(Kernel.idea_id == idea_id, JUDGED,
                                                                    Evaluation.status.not_in(_NOT_FAILED))).all())
 
 
@@ -651,8 +728,15 @@ def mark_ideas_coded(session: Session, idea_ids: Iterable[int]) -> None:
 def add_evaluation(s: Session, row: Evaluation) -> Evaluation:
     """Store one evaluation result (the judge's typed result, as `EvalResult.row(kernel_id)`): the one place results
     become rows. A kernel has one evaluation; only a `harness_error` (the kernel was not judged) is replaced, by
-    the result of evaluating it again. Any other verdict stays: a second one is an error."""
-    old = s.exec(select(Evaluation).where(Evaluation.kernel_id == row.kernel_id)).first()
+    the result of evaluating it again. Any other verdict stays: a second one is an error. A re-timing
+    (`purpose` RETIME) is added beside the verdict, never in its place."""
+    if row.purpose == RETIME:
+        s.add(row)
+        s.flush()   # visible to the Core reads that follow in the same session (run_clock, kernel_row)
+        return row
+    if row.purpose is not None:
+        raise ValueError(f"unknown evaluation purpose {row.purpose!r}")
+    old = s.exec(select(Evaluation).where(Evaluation.kernel_id == row.kernel_id, JUDGED)).first()
     if old is not None:
         if old.status != Status.harness_error.value:
             raise ValueError(f"kernel {row.kernel_id} already has an evaluation ({old.status}); only a "
@@ -660,6 +744,7 @@ def add_evaluation(s: Session, row: Evaluation) -> Evaluation:
         s.delete(old)
         s.flush()
     s.add(row)
+    s.flush()
     return row
 
 

@@ -62,7 +62,8 @@ def _problem_init(problem: str) -> tuple[tuple, bool, str]:
 
 def _speedups(src: Source) -> dict:
     ev = src.evaluation or {}
-    return {k: ev.get(k) for k in ("speedup", "speedup_compile", "time_ms", "ref_time_ms", "timing_kind", "device")}
+    return {k: ev.get(k) for k in ("speedup", "speedup_compile", "time_ms", "timings", "ref_time_ms", "ref_timings",
+                                   "eval_speedup", "timing_kind", "device")}
 
 
 def export_kernel(db: Path, kernel: Optional[str], target: Path, *, name: Optional[str] = None,

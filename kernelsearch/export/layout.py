@@ -225,6 +225,11 @@ def cases_table(detail: dict) -> list[str]:
     return out
 
 
+def _of(n, what: str) -> str:
+    """" (median of 3 timings)" for a median of more than one."""
+    return f" (median of {n} {what}s)" if isinstance(n, int) and n > 1 else ""
+
+
 def readme(src: Source, *, name: str, title_line: str, usage: list[str], problem: list[str],
            layout_notes: list[str], files: dict[str, str]) -> str:
     """The README: the problem, what the kernel was checked on, where and how fast, and its provenance."""
@@ -247,11 +252,16 @@ def readme(src: Source, *, name: str, title_line: str, usage: list[str], problem
     lines += ["## Measured", "",
               f"- device: {ev.get('device') or 'unknown'}; timing: {kind or 'none'}"
               + (f"; timed case: `{timing_case}`" if timing_case else ""),
-              f"- kernel {fmt_ms(ev.get('time_ms'))}, eager reference {fmt_ms(ev.get('ref_time_ms'))}: speedup "
+              f"- kernel {fmt_ms(ev.get('time_ms'))}{_of(ev.get('timings'), 'timing')}, eager reference "
+              f"{fmt_ms(ev.get('ref_time_ms'))}{_of(ev.get('ref_timings'), 'evaluation')}: speedup "
               f"{fmt_x(ev.get('speedup'))} over eager, "
               + (f"{fmt_x(ev['speedup_compile'])} over torch.compile" if ev.get("speedup_compile") is not None
                  else "not measured against torch.compile"),
               ]
+    if ev.get("timings"):
+        lines.append("- the kernel's time is the median of its timings (its evaluation and its re-timings as a "
+                     "finalist); the reference is the run's figure on this device, the median of the reference "
+                     "times its evaluations measured side by side")
     if ev.get("roofline_fraction") is not None:
         lines.append(f"- {ev['roofline_fraction']:.0%} of the device's roofline ({ev.get('bottleneck') or '?'}-bound)")
     if kind == "cpu-interpreter":

@@ -1,5 +1,7 @@
 """What an export is read from: the kernel, its run and its evaluation in the store (export/__init__.py for a
-single kernel, model_layout.py for each of a model run's kernels)."""
+single kernel, model_layout.py for each of a model run's kernels). The evaluation's times and speedups are the
+run's clock's (store/clock.py): the kernel's own time (the median of its timings), the run's reference figure and
+their ratio; what the evaluation measured side by side is kept as `eval_*`."""
 from __future__ import annotations
 
 import json
@@ -51,6 +53,9 @@ def read_source(session, db: Path, kernel: Optional[str], run_name: Optional[str
         raise ExportError(f"kernel {kid}'s stored code is damaged (not text, or empty)")
     ev = q.get_evaluation(session, kid)
     evaluation = {c: getattr(ev, c) for c in _EVAL_COLUMNS} if ev is not None else None
+    row = q.kernel_row(session, kid)
+    if evaluation is not None and row is not None:
+        evaluation.update(_clocked(row))
     try:
         detail = json.loads(ev.detail_json) if ev is not None else {}
     except (TypeError, ValueError):
@@ -63,6 +68,14 @@ def read_source(session, db: Path, kernel: Optional[str], run_name: Optional[str
     return Source(db=str(db), run_name=run.name, problem=run.problem, kernel_id=kid, code=k.code,
                   language=k.language, evaluation=evaluation, detail=detail if isinstance(detail, dict) else {},
                   forced=not ok)
+
+
+def _clocked(row: q.KernelRow) -> dict:
+    """A kernel's times and speedups as the run's clock has them, with its evaluation's own measurement."""
+    return {"time_ms": row.time_ms, "timings": row.timings, "ref_time_ms": row.ref_time_ms,
+            "ref_timings": row.ref_timings, "compile_ref_time_ms": row.compile_ref_time_ms, "speedup": row.speedup,
+            "speedup_compile": row.speedup_compile, "eval_time_ms": row.eval_time_ms,
+            "eval_ref_time_ms": row.eval_ref_time_ms, "eval_speedup": row.eval_speedup}
 
 
 def with_store(db: Path, readonly: bool, work):

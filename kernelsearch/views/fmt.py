@@ -38,6 +38,23 @@ def ms(v: Optional[float]) -> str:
     return f"{v * 1000:.3g} µs"
 
 
+def timed(time_ms: Optional[float], timings: int) -> str:
+    """A kernel's own time, with how many timings it is the median of (store/clock.py)."""
+    if time_ms is None:
+        return "—"
+    return ms(time_ms) + (f", median of {timings}" if timings > 1 else "")
+
+
+def reference_line(st: q.RunStats) -> Optional[str]:
+    """The run's reference figure in a line: what every speedup it shows is over."""
+    if st.reference_ms is None:
+        return None
+    return (f"reference: eager {ms(st.reference_ms)} on {st.device or 'an unknown device'}, the median of "
+            f"{st.reference_timings} evaluation{'s' if st.reference_timings != 1 else ''}' side-by-side timings; "
+            "speedups are it over each kernel's own time (the median of its timings)"
+            + (f"; {st.retimes} re-timing{'s' if st.retimes != 1 else ''} of finalists" if st.retimes else ""))
+
+
 def dur(s: Optional[float]) -> str:
     if s is None:
         return "—"

@@ -101,12 +101,12 @@ class LiveView:
             made = q.kernel_count(s, self.run_id)
             waiting = len(q.queued_kernels(s, self.run_id))
             self.snap.tokens, self.snap.cost = q.usage(s, self.run_id)
-            best = q.best_evaluation(s, self.run_id)
+            best = q.best_kernels(s, self.run_id, 1)   # by its own time; the speedup: the run's reference over it
         self.snap.done = made - waiting
         self.snap.running = len(self._running)
         self.snap.queued = max(waiting - self.snap.running, 0)
-        if best is not None:
-            self.snap.best_speedup, self.snap.best_kernel = best.speedup, best.kernel_id
+        if best:
+            self.snap.best_speedup, self.snap.best_kernel = best[0].speedup, best[0].id
 
     def _lines(self, kind: str, data: dict) -> None:
         """The events' own lines (what Progress printed before the panel)."""

@@ -96,7 +96,10 @@ class _Report:
         r, st = self.run, self.st
         cards = [
             ("best speedup", f"{fmt.x(st.best_speedup)}" + (" [cpu]" if self.cpu and st.best_speedup else ""),
-             f'<a href="#k{st.best_kernel_id}">k{st.best_kernel_id}</a>' if st.best_kernel_id else "no correct kernel"),
+             f'<a href="#k{st.best_kernel_id}">k{st.best_kernel_id}</a> · '
+             f'{_E(fmt.timed(st.best_time_ms, st.best_timings))}' if st.best_kernel_id else "no correct kernel"),
+            ("reference", fmt.ms(st.reference_ms),
+             f"eager, median of {st.reference_timings} evaluations" if st.reference_ms is not None else "none timed"),
             ("vs torch.compile", fmt.x(st.best_speedup_compile), "best kernel"),
             ("roofline", fmt.pct(st.best_roofline_fraction), "best kernel"),
             ("evaluations", str(st.evaluations), _E(fmt.by_status(st.by_status, st.queued))),
@@ -112,6 +115,8 @@ class _Report:
                 + (f" · device {_E(r.device)}" if r.device else ""))
         note = fmt.timing_note(self.kinds)
         note_html = f'<p class="note">{_E(note)}</p>' if note else ""
+        ref = fmt.reference_line(st)
+        note_html += f'<p class="note">{_E(ref)}</p>' if ref else ""
         return f'<p class="meta">{meta}</p>{note_html}<div class="cards">{body}</div>'
 
     def _plots(self) -> str:
@@ -169,7 +174,9 @@ class _Report:
             for key, v in (("g", k.stage), ("r", k.reason), ("t", k.time_ms), ("e", k.ref_time_ms),
                            ("c", k.compile_ref_time_ms), ("x", k.speedup), ("y", k.speedup_compile),
                            ("b", k.gbps), ("f", k.tflops), ("o", k.roofline_fraction), ("n", k.bottleneck),
-                           ("j", k.timing_kind), ("d", k.device)):
+                           ("j", k.timing_kind), ("d", k.device), ("N", k.ref_timings or None),
+                           ("T", k.timings or None), ("u", k.eval_time_ms), ("v", k.eval_ref_time_ms),
+                           ("w", k.eval_speedup), ("F", k.retime_failed)):
                 if v is not None:
                     d[key] = v
             err = self.errors.get(k.id)
@@ -187,7 +194,9 @@ class _Report:
             cls.append("best")
         badge = f'<span class="st">{_E(k.state)}</span>'
         if k.status == Status.ok:
-            info = f'<span class="x">{fmt.x(k.speedup)}</span> eager'
+            info = f'<span class="x">{fmt.x(k.speedup)}</span> eager · {_E(fmt.timed(k.time_ms, k.timings))}'
+            if k.retime_failed:
+                info += f' · <span class="why">re-timing {_E(k.retime_failed)}: not ranked</span>'
             if k.speedup_compile is not None:
                 info += f" · {fmt.x(k.speedup_compile)} compile"
             if k.roofline_fraction is not None:
@@ -215,7 +224,7 @@ class _Report:
         t, i = self.t, self.t.ideas[iid]
         ks = sorted(t.branches_of.get(iid, []), key=lambda k: (t.kernels[k].branch, k))
         ok = [t.kernels[k] for k in ks if t.kernels[k].status == Status.ok]
-        best = max((k.speedup for k in ok if k.speedup is not None), default=None)
+        best = max((k.speedup for k in ok if k.ranked and k.speedup is not None), default=None)
         on_path = any(k in self.on_path for k in ks)
         summ = f"{len(ok)}/{len(ks)} ok" + (f", best {fmt.x(best)}" if best is not None else "")
         out.append(f'<li><details class="idea{" path" if on_path else ""}" id="i{iid}"{" open" if on_path else ""}>'
@@ -368,9 +377,13 @@ function pct(v){return (v*100).toFixed(0)+"%";}
 function results(kid){
   var d=DATA.k[kid];if(!d)return "";
   var rows=[["status",esc(d.s)+(d.g?" ("+esc(d.g)+")":"")+(d.r?" \u2014 "+esc(d.r):"")]];
-  if(d.t!=null){var refs=["eager "+ms(d.e)];if(d.c!=null)refs.push("torch.compile "+ms(d.c));
-    rows.push(["time",ms(d.t)+" (reference: "+refs.join(", ")+")"]);}
+  if(d.t!=null){var refs=d.e!=null?["eager "+ms(d.e)]:[];if(d.c!=null)refs.push("torch.compile "+ms(d.c));
+    rows.push(["time",ms(d.t)+(d.T>1?" (median of "+d.T+" timings)":"")+(refs.length?" (the run\u2019s reference: "+
+      refs.join(", ")+(d.N?", median of "+d.N+" evaluations":"")+")":"")]);}
   if(d.x!=null)rows.push(["speedup",x(d.x)+" over eager"+(d.y!=null?" \u00b7 "+x(d.y)+" over torch.compile":"")]);
+  if(d.u!=null)rows.push(["its evaluation",ms(d.u)+(d.v!=null?" against eager "+ms(d.v)+" timed side by side"+
+    (d.w!=null?": "+x(d.w):""):"")]);
+  if(d.F)rows.push(["re-timing",esc(d.F)+": not ranked"]);
   var tp=[];if(d.b!=null)tp.push(d.b.toFixed(1)+" GB/s");if(d.f!=null)tp.push(d.f.toFixed(3)+" TFLOP/s");
   if(d.o!=null)tp.push(pct(d.o)+" of roofline");if(d.n)tp.push(esc(d.n)+"-bound");
   if(tp.length)rows.push(["throughput",tp.join(" \u00b7 ")]);

@@ -37,7 +37,10 @@ def runs_cmd(db: DbOpt = DEFAULT_DB) -> None:
             best = "—" if st.best_speedup is None else f"{fmt.x(st.best_speedup)} k{st.best_kernel_id}"
             if st.best_speedup is not None and st.timing_kinds == [fmt.CPU_KIND]:
                 best += " [cpu]"
+            if st.best_speedup is not None:   # the best's own time: the run's reference figure over it is its speedup
+                best += f" ({fmt.timed(st.best_time_ms, st.best_timings)})"
+            evals = fmt.by_status(st.by_status, st.queued) + (f" · {st.retimes} re-timings" if st.retimes else "")
             table.add_row(indent + run.name, run.problem, run.status, run.stop_reason or "—", str(st.rounds),
-                          fmt.by_status(st.by_status, st.queued), best, fmt.tokens(st.tokens), fmt.cost_of(st),
-                          fmt.dur(st.wall_s), fmt.when(run.started_at))
+                          evals, best, fmt.tokens(st.tokens), fmt.cost_of(st), fmt.dur(st.wall_s),
+                          fmt.when(run.started_at))
         stdout_console().print(table)

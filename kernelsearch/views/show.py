@@ -66,6 +66,29 @@ def _kernel_brief(k: q.KernelRow) -> str:
     return f"k{k.id} ({res})"
 
 
+def _clock_rows(grid: Table, row: q.KernelRow, ev, retimes: list) -> None:
+    """The kernel's own time (the median of its timings), the run's reference figure and their ratio, then what
+    its evaluation measured side by side, and its re-timings (store/clock.py)."""
+    grid.add_row("time", f"{fmt.timed(row.time_ms, row.timings)}  (its own time: the median of its ok timings)")
+    if row.ref_time_ms is not None:
+        refs = [f"eager {fmt.ms(row.ref_time_ms)}"]
+        if row.compile_ref_time_ms is not None:
+            refs.append(f"torch.compile {fmt.ms(row.compile_ref_time_ms)}")
+        grid.add_row("reference", f"{', '.join(refs)}  (the run's figure on this device: the median of "
+                                  f"{row.ref_timings} evaluations' side-by-side timings)")
+    if row.speedup is not None or row.speedup_compile is not None:
+        grid.add_row("speedup", f"{fmt.x(row.speedup)} over eager · {fmt.x(row.speedup_compile)} over torch.compile")
+    if ev.time_ms is not None:
+        grid.add_row("its evaluation", f"{fmt.ms(ev.time_ms)} against eager {fmt.ms(ev.ref_time_ms)} timed side by "
+                                       f"side ({fmt.x(ev.speedup)}; not ranked by)")
+    for n, r in enumerate(retimes, start=1):
+        what = (f"{fmt.ms(r.time_ms)} against eager {fmt.ms(r.ref_time_ms)}" if r.status == Status.ok
+                else f"{r.status}: {fmt.one_line(r.reason, 100)}")
+        grid.add_row(f"re-timing {n}", f"{what}  ({fmt.when(r.created_at)})")
+    if row.retime_failed:
+        grid.add_row("", Text(f"a re-timing was {row.retime_failed}: the kernel is not ranked", style="red"))
+
+
 def show_cmd(
     kernel: Annotated[str, typer.Argument(metavar="KERNEL_ID", help="A kernel id as the tree prints it (12 or k12).")],
     db: DbOpt = DEFAULT_DB,
@@ -80,7 +103,9 @@ def show_cmd(
         if run is not None:
             warn_damaged(s, run, kernel_id=kid)
         ev = q.get_evaluation(s, kid)
+        retimes = q.retimings(s, kid)
         chain = q.lineage(s, kid)
+    row = chain[-1][0] if chain else None   # through the run's clock: its own time, the run's reference figure
     c = stdout_console()
     idea = chain[-1][1] if chain else None
     c.print(Text.assemble((f"kernel k{k.id}", "bold"), f" · run {run.name if run else k.run_id}"
@@ -108,13 +133,8 @@ def show_cmd(
         if ev.timing_kind == fmt.CPU_KIND:
             kind += " (CPU interpreter timing: not comparable with GPU timings)"
         grid.add_row("timing", kind)
-        if ev.time_ms is not None:
-            refs = [f"eager {fmt.ms(ev.ref_time_ms)}"]
-            if ev.compile_ref_time_ms is not None:
-                refs.append(f"torch.compile {fmt.ms(ev.compile_ref_time_ms)}")
-            grid.add_row("time", f"{fmt.ms(ev.time_ms)}  (reference: {', '.join(refs)})")
-        if ev.speedup is not None or ev.speedup_compile is not None:
-            grid.add_row("speedup", f"{fmt.x(ev.speedup)} over eager · {fmt.x(ev.speedup_compile)} over torch.compile")
+        if row is not None and row.time_ms is not None:
+            _clock_rows(grid, row, ev, retimes)
         if any(v is not None for v in (ev.gbps, ev.tflops, ev.roofline_fraction)):
             tp = []
             if ev.gbps is not None:

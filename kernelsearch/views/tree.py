@@ -105,8 +105,11 @@ class _TreeView:
                            else "dim"))
         if k.status == Status.ok:
             parts.append(paint(f"{fmt.x(k.speedup)} eager", "green" if (k.speedup or 0) > 1 else "yellow"))
+            parts.append(paint(f"({fmt.timed(k.time_ms, k.timings)})", "dim"))
             if k.speedup_compile is not None:
                 parts.append(f"{fmt.x(k.speedup_compile)} compile")
+            if k.retime_failed:
+                parts.append(paint(f"re-timing {k.retime_failed}: not ranked", "red"))
             if k.roofline_fraction is not None:
                 parts.append(f"{fmt.pct(k.roofline_fraction)} roofline")
             if self.mixed and k.timing_kind == fmt.CPU_KIND:
@@ -120,7 +123,7 @@ class _TreeView:
     def idea_label(self, i: q.IdeaRow, paint: Paint) -> str:
         ks = [self.t.kernels[k] for k in self.t.branches_of.get(i.id, [])]
         ok = [k for k in ks if k.status == Status.ok]
-        best = max((k.speedup for k in ok if k.speedup is not None), default=None)
+        best = max((k.speedup for k in ok if k.ranked and k.speedup is not None), default=None)
         unjudged = sum(1 for k in ks if k.status == Status.harness_error)
         summary = f"{len(ok)}/{len(ks)} ok" + (f", best {fmt.x(best)}" if best is not None else "")
         if unjudged:
@@ -182,7 +185,10 @@ class _TreeView:
             "round": k.round, "branch": k.branch, "seed": k.is_seed, "language": k.language,
             "code_hash": k.code_hash, "status": k.state, "reason": k.reason, "stage": k.stage,
             "time_ms": k.time_ms, "ref_time_ms": k.ref_time_ms, "compile_ref_time_ms": k.compile_ref_time_ms,
-            "speedup": k.speedup, "speedup_compile": k.speedup_compile, "roofline_fraction": k.roofline_fraction,
+            "speedup": k.speedup, "speedup_compile": k.speedup_compile, "timings": k.timings,
+            "ref_timings": k.ref_timings, "retimes": k.retimes, "retime_failed": k.retime_failed, "ranked": k.ranked,
+            "eval_time_ms": k.eval_time_ms, "eval_ref_time_ms": k.eval_ref_time_ms, "eval_speedup": k.eval_speedup,
+            "roofline_fraction": k.roofline_fraction,
             "gbps": k.gbps, "tflops": k.tflops, "bottleneck": k.bottleneck, "timing_kind": k.timing_kind,
             "device": k.device, "on_best_path": k.id in self.on_path, "best": k.id == self.best_id,
             "matched": (k.id in self.matched) if self.filtered else True,
@@ -251,11 +257,15 @@ def tree_cmd(
             + f" · strategy {fmt.strategy(run)}",
             f"{st.kernels} kernels, {st.ideas} ideas, {st.rounds} rounds · evaluations: "
             f"{fmt.by_status(st.by_status, st.queued)} · best "
-            + (f"{fmt.x(st.best_speedup)} (k{st.best_kernel_id})" if st.best_speedup is not None else "—")
+            + (f"{fmt.x(st.best_speedup)} (k{st.best_kernel_id}, {fmt.timed(st.best_time_ms, st.best_timings)})"
+               if st.best_speedup is not None else "—")
             + f" · {fmt.tokens(st.tokens)} tokens · {fmt.cost_of(st)} · {fmt.dur(st.wall_s)}"]
     note = fmt.timing_note(view.kinds)
     if note:
         head.append(paint(note, "yellow"))
+    ref = fmt.reference_line(st)
+    if ref:
+        head.append(paint(ref, "dim"))
     if view.best_path:
         head.append(paint("★ marks the path from the starter to the best kernel", "dim"))
     body = view.lines(paint)

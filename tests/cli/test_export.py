@@ -164,9 +164,29 @@ def test_the_starter_exports_loads_with_kernels_and_computes_softmax(store, tmp_
 
 
 def test_the_best_kernel_of_a_run_when_no_id_is_given(store, tmp_path):
-    r = export(store, "--run", "r1", "--hf", str(tmp_path / "best"), "--name", "my-softmax")
+    """Run "r2": k5 the starter in 2 ms against a reference read at 3 ms (1.5x by its own evaluation), k6 the same
+    code renamed in 1.5 ms against a reference read at 1 ms (0.67x). The best is k6, by its own time; every speedup
+    is over the run's reference figure, the median of the two readings (2 ms)."""
+    engine = open_store(store)
+    with Session(engine) as s:
+        s.add(Run(id=2, name="r2", problem="softmax", config_json="{}", status="finished"))
+        s.flush()
+        for kid, t, ref in ((5, 2.0, 3.0), (6, 1.5, 1.0)):
+            code = STARTER.replace("import torch\n", f"import torch  # k{kid}\n", 1)
+            s.add(Kernel(id=kid, run_id=2, code=code, code_hash=hashlib.sha256(code.encode()).hexdigest()[:16]))
+            s.flush()
+            s.add(Evaluation(kernel_id=kid, status="ok", stage="timing", time_ms=t, ref_time_ms=ref, speedup=ref / t,
+                             timing_kind="cpu-interpreter", device="cpu-interpreter", detail_json=json.dumps(DETAIL)))
+        s.commit()
+    engine.dispose()
+    r = export(store, "--run", "r2", "--hf", str(tmp_path / "best"), "--name", "my-softmax")
     assert r.exit_code == 0, r.output
-    assert "exported k1 " in r.stdout   # 1.5x over k4's 1.1x
+    assert "exported k6 " in r.stdout
+    meta = json.loads((tmp_path / "best" / "build" / "torch-cuda" / "metadata.json").read_text())["kernelsearch"]
+    assert meta["speedup"] == pytest.approx(2.0 / 1.5) and (meta["time_ms"], meta["ref_time_ms"]) == (1.5, 2.0)
+    assert meta["eval_speedup"] == pytest.approx(1 / 1.5) and (meta["timings"], meta["ref_timings"]) == (1, 2)
+    readme = (tmp_path / "best" / "README.md").read_text()
+    assert "kernel 1.5 ms, eager reference 2 ms (median of 2 evaluations): speedup 1.33x over eager" in readme
 
 
 def _nothing_written(store: Path, target: Path) -> None:

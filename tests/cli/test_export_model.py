@@ -189,9 +189,11 @@ def test_on_a_gpu_a_kernel_no_faster_than_eager_is_listed_as_left_out(finished, 
         v["accepted"], v["device"] = [SOFTMAX], "cuda"
         return v
     _edit_verify(db, gpu)
-    with sqlite3.connect(db) as con:   # its child run's best kernel: slower than eager
-        con.execute("UPDATE evaluation SET speedup = 0.8 WHERE kernel_id IN (SELECT k.id FROM kernel k JOIN run r "
-                    "ON r.id = k.run_id WHERE r.name = ?)", (f"m.{NORM}",))
+    with sqlite3.connect(db) as con:   # its child run's best kernel: slower than eager (every timing 1 ms against
+        #                                a reference read at 0.8 ms: the run's figure over the kernel's own time)
+        con.execute("UPDATE evaluation SET speedup = 0.8, time_ms = 1.0, ref_time_ms = 0.8 WHERE time_ms IS NOT NULL "
+                    "AND kernel_id IN (SELECT k.id FROM kernel k JOIN run r ON r.id = k.run_id WHERE r.name = ?)",
+                    (f"m.{NORM}",))
     out = tmp_path / "hf"
     r = export(db, "--model", "m", "--hf", str(out))
     assert r.exit_code == 0 and f"left out {NORM}: not_faster: its best kernel (0.8x of eager)" in r.output, r.output

@@ -36,8 +36,8 @@ def _store(tmp_path: Path) -> Path:
                 s.add(k)
                 s.flush()
                 s.add(Evaluation(kernel_id=k.id, status="ok" if sp else "incorrect", speedup=sp,
-                                 speedup_compile=spc, time_ms=1.0 if sp else None, torch_ops=ops,
-                                 timing_kind="judge-wall-clock"))
+                                 speedup_compile=spc, time_ms=1.0 if sp else None, ref_time_ms=sp,
+                                 compile_ref_time_ms=spc, torch_ops=ops, timing_kind="judge-wall-clock"))
         s.add(Run(name="softmax-1", problem="softmax", config_json="{}"))
         s.commit()
     engine.dispose()

@@ -32,13 +32,13 @@ def test_plain_lines_when_not_a_terminal(tmp_path):
     status = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("round ") and "evals" in ln]
     with session_scope(engine) as s:
         n = q.kernel_count(s, rid)
-        best = q.best_evaluation(s, rid)
+        best = q.best_kernels(s, rid, 1)[0]   # by its own time
         tok, _ = q.usage(s, rid)
     assert n == 8 and len(status) == 8              # one status line after each verdict
     done = [int(re.search(r"evals (\d+) done", ln).group(1)) for ln in status]
     assert done == sorted(done) and done[-1] == 8
     assert all(re.search(r"\d+ running, \d+ queued", ln) for ln in status)
-    assert f"best {best.speedup:.3g}x (k{best.kernel_id})" in status[-1]
+    assert f"best {best.speedup:.3g}x (k{best.id})" in status[-1]
     assert f"{tok} tokens" in status[-1] and "left: 0 of 8 evals" in status[-1]
     assert "finished" in text
 
@@ -50,8 +50,8 @@ def test_rich_frame_shows_every_field(tmp_path):
     frame.print(view.render())
     text = frame.export_text()
     with session_scope(engine) as s:
-        best = q.best_evaluation(s, rid)
-    for field in ("round", "evaluations", "6 done, 0 running, 0 queued", f"k{best.kernel_id}", "tokens", "$",
+        best = q.best_kernels(s, rid, 1)[0]
+    for field in ("round", "evaluations", "6 done, 0 running, 0 queued", f"k{best.id}", "tokens", "$",
                   "elapsed", "budget left", "0 of 6 evals"):
         assert field in text, (field, text)
     assert view.terminal and "\x1b[" in console.file.getvalue()   # drawn as a live panel on a terminal

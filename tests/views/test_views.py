@@ -63,21 +63,23 @@ def test_runs_on_an_empty_store(tmp_path):
 
 # -- tree ----------------------------------------------------------------------------------------------------
 ALPHA_TREE = """\
-★ k1 seed ok 1.00× eager 0.80× compile 10% roofline
+★ k1 seed ok 1.00× eager (2 ms) 0.80× compile 10% roofline
 ├── i1 r1 one pass with an online max (1/2 ok, best 1.50×)
-│   ├── ★ k2 b0 ok 1.50× eager 1.20× compile 30% roofline
+│   ├── ★ k2 b0 ok 1.50× eager (1.33 ms) 1.20× compile 30% roofline
 │   │   ├── i3 r2 keep the row in registers (1/2 ok, best 2.50×)
-│   │   │   ├── ★ k6 b0 ok 2.50× eager 2.00× compile 55% roofline ← best
+│   │   │   ├── ★ k6 b0 ok 2.50× eager (800 µs) 2.00× compile 55% roofline ← best
 │   │   │   └── k7 b1 timeout: no result within 120 s; the process group was killed
 │   │   └── i5 r2 unroll the reduction (0/0 ok, 2 not written)
 │   └── k3 b1 incorrect: max abs err 3.1e-02 at case odd_1 (row 7)
 └── i2 r1 BLOCK 4096 with 8 warps (1/2 ok, best 1.20×)
     ├── k4 b0 compile_error: CompilationError: exp() got an unexpected keyword argument 'bogus'
-    └── k5 b1 ok 1.20× eager 22% roofline
+    └── k5 b1 ok 1.20× eager (1.67 ms) 0.96× compile 22% roofline
         └── i4 r2 vectorized loads (0/2 ok)
             ├── k8 b0 crash: worker died with SIGSEGV (illegal memory access)
             └── k9 b1 queued
 """
+# k5's evaluation timed no torch.compile: its speedup over it is the run's figure (1.6 ms, the median of the three
+# evaluations that timed it) over its time, as every speedup of a run is (store/clock.py)
 
 
 def _body(out: str) -> str:
@@ -90,7 +92,8 @@ def test_tree_prints_the_known_tree(db):
     head = out.split("\n\n", 1)[0]
     assert "run alpha · problem softmax · finished (rounds_done) · device cpu-interpreter" in head
     assert "9 kernels, 5 ideas, 2 rounds" in head
-    assert "best 2.50× (k6)" in head
+    assert "best 2.50× (k6, 800 µs)" in head
+    assert "reference: eager 2 ms on cpu-interpreter, the median of 4 evaluations' side-by-side timings" in head
     assert "timings: CPU interpreter" in head            # CPU timings are labelled as such
     assert _body(out) == ALPHA_TREE
 
@@ -183,7 +186,9 @@ def test_show_prints_idea_evaluation_lineage_and_code(db):
     assert "kernel k6 · run alpha (softmax) · round 2 · branch 0 of idea i3" in out
     assert "keep the row in registers" in out and "Load the row once" in out
     assert "2.50× over eager · 2.00× over torch.compile" in out
-    assert "800 µs  (reference: eager 2 ms, torch.compile 1.6 ms)" in out
+    assert "800 µs  (its own time: the median of its ok timings)" in out
+    assert "eager 2 ms, torch.compile 1.6 ms  (the run's figure on this device: the median of 4 evaluations'" in out
+    assert "800 µs against eager 2 ms timed side by side (2.50×; not ranked by)" in out
     assert "55% of roofline · memory-bound" in out
     assert "CPU interpreter timing" in out
     assert "cases: 3" in out                                   # the stage detail

@@ -3,7 +3,8 @@
 Each round: the run's strategy (search/strategies.py) picks the round's parents and its shape; the idea writer
 gets those seeds and the ideas already tried with their outcomes; an idea its parent's lineage has already tried is
 dropped; the coder turns each idea into branches concurrently; each branch goes to the evaluator pool as soon as its
-code exists; results are stored as they arrive. Kernels are ranked by their own time and every speedup shown is
+code exists; results are stored as they arrive. Before a round's parents are chosen, and before the run finishes,
+the finalists are re-timed (search/finalists.py); kernels are ranked by their own time and every speedup shown is
 the run's reference figure over it (store/clock.py). Resume is a query: ideas with branches still to write are
 written, kernels with no evaluation are evaluated, then the rounds go on. The machinery here is the same for every
 strategy.
@@ -30,6 +31,7 @@ from kernelsearch.judge.static import kernel_language
 from kernelsearch.sandbox.pool import EvaluatorPool
 from kernelsearch.search import strategies
 from kernelsearch.search.describe import describe_result, not_judged, why
+from kernelsearch.search.finalists import Retimer
 from kernelsearch.search.settings import SearchSetup
 from kernelsearch.store import Evaluation, Idea, session_scope
 from kernelsearch.store import queries as q
@@ -99,6 +101,10 @@ class Controller:
         self._t0 = time.monotonic()
         with session_scope(engine) as s:
             self._elapsed_base = q.run_elapsed(s, run_id)
+        # re-timings start while the wall time lasts, whatever else stopped the run (they are not new kernels)
+        self.retime = Retimer(engine, run_id, pool, self.problem.ref, timings=setup.search.timings,
+                              finalists=setup.search.seeds_per_round + 1, emit=self.emit,
+                              may_start=lambda: not self._wall_time_spent(), stored=self._save_progress)
 
     # -- store helpers --------------------------------------------------------------------------------------
     def _record_call(self, row: dict) -> int:
@@ -453,6 +459,7 @@ class Controller:
                 break
             rnd += 1
             before = self._kernel_count()
+            await self.retime(f"round {rnd}")   # the finalists, before the round's parents are chosen
             plan = self._plan(rnd)
             if self.setup.first_from_reference and not self._any_correct():
                 self.emit("no_correct", {"round": rnd})   # the coder of this round sees the failures
@@ -469,6 +476,7 @@ class Controller:
             else:
                 idle = 0
         self.stop_reason = reason
+        await self.retime("finish")   # the finalists again (new ones since the last round), before the best is final
         if not self._any_correct():
             self.emit("none_correct", {"reason": reason})
         with session_scope(self.engine) as s:

@@ -39,6 +39,10 @@ class SearchConfig(_Strict):
     # each round until one is correct); default: branches_per_idea
     first_kernels: Optional[int] = Field(default=None, ge=1)
     concurrency: int = Field(default=2, ge=1)   # candidates evaluated at once
+    # the timings a finalist gets before its time is trusted: its evaluation and timings - 1 re-timings, full
+    # evaluations of the same code (search/controller.py); 1: no re-timing. Re-timings are not new kernels: they do
+    # not count against budgets.evaluations, but they stop at the wall-time budget
+    timings: int = Field(default=3, ge=1)
     seed: int = 0                               # the offline provider's RNG and branch picks
 
 

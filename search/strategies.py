@@ -21,7 +21,8 @@ the round number (and the config's seed, for the evolutionary one's sampling).
   random generator seeded by the config's seed and the round; one idea per parent, one branch each.
 
 Every strategy ranks kernels by their own time (the median of their timings, store/clock.py), never by a speedup
-whose reference was timed in the same evaluation.
+whose reference was timed in the same evaluation; `finalists` are the kernels the controller re-times before a
+round's parents are chosen and before the run finishes.
 
 Whatever the strategy, a problem with no starter writes first kernels from the reference until one is correct. A
 kernel is `spent` once a round with it as a parent stored no new kernel (the idea writer had nothing new for it, or
@@ -61,6 +62,12 @@ def _scored(tree: RunTree, kernel_id: int) -> Scored:
 def _correct(tree: RunTree, spent: frozenset[int] = frozenset()) -> list[Scored]:
     """The ranked kernels (correct, timed, no re-timing found them wrong) but the spent ones, by their own time."""
     return [_scored(tree, k.id) for k in tree.kernels.values() if k.ranked and k.id not in spent]
+
+
+def finalists(tree: RunTree, n: int) -> list[int]:
+    """The kernels to re-time before a round's parents are chosen and before the run finishes: the n that
+    branching would seed from at n seeds (the fastest, kept diverse, spent ones included); the best first."""
+    return [c.kernel_id for c in pick_seeds(_correct(tree), n)]
 
 
 def _root(tree: RunTree) -> list[int]:

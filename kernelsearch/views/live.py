@@ -128,6 +128,15 @@ class LiveView:
         elif kind == "unjudged":
             p(f"  {data['n']} kernels the judge could not evaluate before (harness_error): evaluating them again",
               style="dim", markup=False)
+        elif kind == "retiming":
+            p(f"  re-timing the finalists {', '.join(f'k{k}' for k in data['kernels'])} ({data['when']}, "
+              f"{data['n']} evaluation{'s' if data['n'] != 1 else ''}): a kernel's time is the median of its timings",
+              style="dim", markup=False)
+        elif kind == "retimed":
+            ok = data["status"] == Status.ok and data.get("time_ms") is not None
+            what = f"{data['time_ms']:.4g} ms" if ok else (data.get("reason") or "")[:80]
+            p(f"  k{data['kernel_id']:<4} re-timed: {data['status']:<13} {what}", style="dim", markup=False,
+              highlight=False)
         elif kind == "queued":
             p(f"  {data['n']} kernels queued from before: evaluating them first", style="dim", markup=False)
         elif kind == "llm_error":

@@ -48,7 +48,8 @@ def _config(tmp_path, llm):
         "llm": {"provider": "openai-compatible", "model": "loop-model", "base_url": llm.openai_base_url,
                 "api_key_env": "LOOP_API_KEY", "max_retries": 1},
         "prices": {"loop-model": {"input": 1.0, "output": 2.0}},
-        "search": {"rounds": 1, "ideas_per_round": 1, "branches_per_idea": 1, "first_kernels": 1, "concurrency": 1},
+        "search": {"rounds": 1, "ideas_per_round": 1, "branches_per_idea": 1, "first_kernels": 1, "concurrency": 1,
+                   "timings": 1},   # no re-timing: a batch's kernels and resume are what is tested
         "evaluation": {"timeout_s": 60, "trials": 1}}))
     return path
 

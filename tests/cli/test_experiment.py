@@ -32,7 +32,7 @@ def _config(tmp_path):
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump({
         "problem": "softmax", "store": str(tmp_path / "ks.db"), "device": "cpu", "llm": {"provider": "offline"},
-        "search": {"ideas_per_round": 2, "branches_per_idea": 2, "seeds_per_round": 2, "seed": 5},
+        "search": {"ideas_per_round": 2, "branches_per_idea": 2, "seeds_per_round": 2, "seed": 5, "timings": 1},
         "evaluation": {"timeout_s": 60, "trials": 1}}))
     return path
 

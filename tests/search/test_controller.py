@@ -35,8 +35,13 @@ def test_crash_hang_and_wrong_are_statuses_and_the_run_goes_on(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     db = tmp_path / "ks.db"
     got = dict(_rows(db, "SELECT k.branch, e.status FROM kernel k JOIN evaluation e ON e.kernel_id = k.id "
-                         "WHERE k.idea_id IS NOT NULL"))
+                         "WHERE k.idea_id IS NOT NULL AND e.purpose IS NULL"))
     assert got == {0: "crash", 1: "timeout", 2: "incorrect", 3: "ok"}
+    # the finalists re-timed through the same pool (search.timings 3: two re-timings each), stored beside their
+    # verdicts: the starter before round 1's parents were chosen, the correct branch before the run finished
+    retimes = _rows(db, "SELECT k.idea_id IS NULL, k.branch, e.status, e.time_ms > 0, e.ref_time_ms > 0 FROM kernel k "
+                        "JOIN evaluation e ON e.kernel_id = k.id WHERE e.purpose = 'retime'")
+    assert sorted(retimes) == [(0, 3, "ok", 1, 1)] * 2 + [(1, 0, "ok", 1, 1)] * 2
     reasons = dict(_rows(db, "SELECT k.branch, e.reason FROM kernel k JOIN evaluation e ON e.kernel_id = k.id "
                              "WHERE k.idea_id IS NOT NULL"))
     assert "SIGSEGV" in reasons[0]
@@ -89,8 +94,10 @@ def test_sigkill_mid_round_then_resume_loses_and_redoes_nothing(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     after = _rows(db, "SELECT id, kernel_id, status, time_ms, created_at FROM evaluation ORDER BY id")
     assert after[: len(before)] == before            # nothing lost, nothing redone
-    assert len({k for _, k, *_ in after}) == len(after)   # one evaluation per kernel
-    assert _rows(db, "SELECT count(*) FROM kernel WHERE id NOT IN (SELECT kernel_id FROM evaluation)") == [(0,)]
+    verdicts = [k for (k,) in _rows(db, "SELECT kernel_id FROM evaluation WHERE purpose IS NULL")]
+    assert len(set(verdicts)) == len(verdicts)       # one verdict per kernel (the others: finalists' re-timings)
+    assert _rows(db, "SELECT count(*) FROM kernel WHERE id NOT IN "
+                     "(SELECT kernel_id FROM evaluation WHERE purpose IS NULL)") == [(0,)]
     assert _rows(db, "SELECT status, stop_reason FROM run") == [("finished", "rounds_done")]
     # the run finished as if it had not stopped: round 1 (seeded by the starter alone, so deterministic) made
     # the same kernels as the uninterrupted run, and every round has its ideas, each with its branches. (Later
@@ -109,7 +116,7 @@ def test_evaluation_budget_stops_the_run(tmp_path):
     r = cli("run", str(cfg), "--name", "b", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     db = tmp_path / "ks.db"
-    assert _rows(db, "SELECT count(*) FROM evaluation") == [(4,)]
+    assert _rows(db, "SELECT count(*) FROM evaluation WHERE purpose IS NULL") == [(4,)]   # re-timings are not kernels
     assert _rows(db, "SELECT stop_reason FROM run") == [("budget_evaluations",)]
 
 
@@ -122,7 +129,8 @@ def test_wall_time_budget_stops_candidates_waiting_for_a_slot(tmp_path):
     ideas = {"role": "ideas", "text": json.dumps({"ideas": [{"title": "three", "description": "one slow"}]})}
     replay = replay_file(tmp_path, [ideas] + [code_reply(c) for c in [slow, *others]])
     cfg = write_config(tmp_path, llm={"provider": "replay", "replay_file": str(replay)},
-                       search={"rounds": 3, "ideas_per_round": 1, "branches_per_idea": 3, "concurrency": 1},
+                       search={"rounds": 3, "ideas_per_round": 1, "branches_per_idea": 3, "concurrency": 1,
+                               "timings": 1},   # no re-timing of the starter to spend the budget before round 1
                        budgets={"wall_time_s": 12}, evaluation={"timeout_s": 60, "trials": 1, "aot_compile": False})
     r = cli("run", str(cfg), "--name", "w", cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -233,7 +241,7 @@ def test_kernelbench_file_run_from_a_given_starter(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     db = tmp_path / "ks.db"
     assert _rows(db, "SELECT k.round, e.status FROM kernel k JOIN evaluation e ON e.kernel_id = k.id "
-                     "ORDER BY k.id") == [(0, "ok"), (1, "ok")]
+                     "WHERE e.purpose IS NULL ORDER BY k.id") == [(0, "ok"), (1, "ok")]
     tree = cli("tree", "kb", "--db", str(db), cwd=tmp_path)
     assert "bigger blocks" in tree.stdout
 
@@ -245,7 +253,8 @@ def test_a_finished_run_continues_only_with_a_larger_budget(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     db = tmp_path / "ks.db"
     assert _rows(db, "SELECT status, stop_reason FROM run") == [("finished", "budget_evaluations")]
-    before = _rows(db, "SELECT e.id, e.kernel_id, e.status, e.time_ms FROM evaluation e ORDER BY e.id")
+    verdicts = "SELECT e.id, e.kernel_id, e.status, e.time_ms FROM evaluation e WHERE e.purpose IS NULL ORDER BY e.id"
+    before = _rows(db, verdicts)
     assert len(before) == 2
     # no larger budget: refused, with the way on; a budget it already spent: refused, by name
     r = cli("resume", "short", "--db", str(db), cwd=tmp_path)
@@ -262,7 +271,7 @@ def test_a_finished_run_continues_only_with_a_larger_budget(tmp_path):
     r = cli("resume", "short", "--db", str(db), "--evaluations", "4", cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "evaluations 2 -> 4" in " ".join(r.stdout.split())
-    after = _rows(db, "SELECT e.id, e.kernel_id, e.status, e.time_ms FROM evaluation e ORDER BY e.id")
+    after = _rows(db, verdicts)
     assert after[:2] == before and len(after) == 4
     assert _rows(db, "SELECT status, stop_reason FROM run") == [("finished", "budget_evaluations")]
     (stored,) = _rows(db, "SELECT config_json FROM run")[0]

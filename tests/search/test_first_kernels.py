@@ -29,6 +29,7 @@ def _rows(db, sql):
 
 
 def _config(tmp_path, llm, **over):
+    over["search"] = {"timings": 1, **over.get("search", {})}   # no re-timing: these tests are about first kernels
     return write_config(tmp_path, problem=str(PROBLEM),
                         llm={"provider": "openai-compatible", "model": "loop-model", "base_url": llm.openai_base_url,
                              "api_key_env": "LOOP_API_KEY", "max_retries": 1},
@@ -64,14 +65,16 @@ def test_round_zero_is_written_from_the_reference_and_seeds_round_one(tmp_path):
     assert sum('"ideas"' in p for p in prompts) == 1                              # round 1's idea call
     db = tmp_path / "ks.db"
     r0 = _rows(db, "SELECT k.branch, k.parent_kernel_id, e.status, i.title FROM kernel k JOIN evaluation e "
-                   "ON e.kernel_id = k.id JOIN idea i ON i.id = k.idea_id WHERE k.round = 0 ORDER BY k.branch")
+                   "ON e.kernel_id = k.id AND e.purpose IS NULL JOIN idea i ON i.id = k.idea_id WHERE k.round = 0 "
+                   "ORDER BY k.branch")
     assert [(b, p, st) for b, p, st, _ in r0] == [(0, None, "incorrect"), (1, None, "ok")]
     assert r0[0][3] == "First kernels from the reference"
-    good_id, = _rows(db, "SELECT k.id FROM kernel k JOIN evaluation e ON e.kernel_id = k.id "
+    good_id, = _rows(db, "SELECT k.id FROM kernel k JOIN evaluation e ON e.kernel_id = k.id AND e.purpose IS NULL "
                          "WHERE k.round = 0 AND e.status = 'ok'")[0]
     # round 1 starts from the correct first kernel, and its kernel is correct too
     assert _rows(db, "SELECT i.parent_kernel_id, e.status FROM kernel k JOIN idea i ON i.id = k.idea_id "
-                     "JOIN evaluation e ON e.kernel_id = k.id WHERE k.round = 1") == [(good_id, "ok")]
+                     "JOIN evaluation e ON e.kernel_id = k.id AND e.purpose IS NULL "
+                     "WHERE k.round = 1") == [(good_id, "ok")]
     # the reference is the baseline, never a candidate: every kernel is the coder's, and none is the reference
     assert _rows(db, "SELECT count(*) FROM kernel WHERE llm_call_id IS NULL OR code LIKE '%class Model(%'") == [(0,)]
     assert _rows(db, "SELECT count(*) FROM evaluation WHERE ref_time_ms > 0") == [(2,)]
@@ -96,7 +99,7 @@ def test_no_correct_first_kernel_goes_on_and_the_next_coder_sees_the_failures(tm
     assert "no first kernel is correct yet: round 1 writes first kernels again" in " ".join(r.stdout.split())
     db = tmp_path / "ks.db"
     rows = _rows(db, "SELECT k.id, k.round, k.parent_kernel_id, e.status, e.reason FROM kernel k "
-                     "JOIN evaluation e ON e.kernel_id = k.id ORDER BY k.id")
+                     "JOIN evaluation e ON e.kernel_id = k.id AND e.purpose IS NULL ORDER BY k.id")
     assert [(rnd, p, st) for _, rnd, p, st, _ in rows[:2]] == [(0, None, "incorrect"), (1, None, "ok")]
     # round 1's coder was shown round 0's kernel and why it failed
     wrong_id, wrong_reason = rows[0][0], rows[0][4]
@@ -114,8 +117,8 @@ def test_all_wrong_says_so_and_stays_within_its_rounds(tmp_path):
         assert r.returncode == 0, r.stdout + r.stderr
         assert llm.count() == 2   # round 0 and round 1, one first kernel each; no idea call
     assert "no correct kernel found before the run stopped (rounds_done)" in " ".join(r.stdout.split())
-    assert _rows(tmp_path / "ks.db", "SELECT k.round, e.status FROM kernel k JOIN evaluation e "
-                                      "ON e.kernel_id = k.id ORDER BY k.id") == [(0, "incorrect"), (1, "incorrect")]
+    assert _rows(tmp_path / "ks.db", "SELECT k.round, e.status FROM kernel k JOIN evaluation e ON e.kernel_id = k.id "
+                                      "AND e.purpose IS NULL ORDER BY k.id") == [(0, "incorrect"), (1, "incorrect")]
 
 
 @pytest.mark.slow   # 16 s on 2 cores; round 0 from the reference stays in make test (test_round_zero_...)
@@ -128,8 +131,8 @@ def test_a_family_with_starter_none_starts_from_the_coder_offline(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     db = tmp_path / "ks.db"
     rows = _rows(db, "SELECT k.round, k.idea_id IS NULL, k.parent_kernel_id, e.status, k.code FROM kernel k "
-                     "JOIN evaluation e ON e.kernel_id = k.id JOIN llmcall c ON c.id = k.llm_call_id "
-                     "WHERE c.role = 'code' ORDER BY k.id")
+                     "JOIN evaluation e ON e.kernel_id = k.id AND e.purpose IS NULL "
+                     "JOIN llmcall c ON c.id = k.llm_call_id WHERE c.role = 'code' ORDER BY k.id")
     assert [(rnd, no_idea, p) for rnd, no_idea, p, _, _ in rows[:2]] == [(0, 0, None), (0, 0, None)]
     assert all(st == "ok" for _, _, _, st, _ in rows) and len(rows) == 3
     assert "the coder writes 2 first kernels from the reference" in " ".join(r.stdout.split())

@@ -30,7 +30,7 @@ def test_openai_compatible_run_and_the_key_stays_out(tmp_path):
                                           "base_url": llm.openai_base_url, "api_key_env": "LOOP_API_KEY",
                                           "max_retries": 1},
                            prices={"loop-model": {"input": 1.0, "output": 2.0}},
-                           search={"rounds": 1, "ideas_per_round": 2, "branches_per_idea": 1})
+                           search={"rounds": 1, "ideas_per_round": 2, "branches_per_idea": 1, "timings": 1})
         r = cli("run", str(cfg), "--name", "net", cwd=tmp_path, env={"LOOP_API_KEY": SECRET})
         assert r.returncode == 0, r.stdout + r.stderr
         assert llm.count() == 3   # one idea call, two code calls
@@ -38,7 +38,7 @@ def test_openai_compatible_run_and_the_key_stays_out(tmp_path):
     db = tmp_path / "ks.db"
     con = sqlite3.connect(db)
     statuses = con.execute("SELECT e.status FROM evaluation e JOIN kernel k ON k.id = e.kernel_id "
-                           "WHERE k.idea_id IS NOT NULL").fetchall()
+                           "WHERE k.idea_id IS NOT NULL AND e.purpose IS NULL").fetchall()   # verdicts
     calls = con.execute("SELECT role, status, tokens_in > 0, tokens_out > 0, cost_usd > 0 FROM llmcall "
                         "ORDER BY id").fetchall()
     outputs = [o for (o,) in con.execute("SELECT detail_json FROM evaluation").fetchall()]

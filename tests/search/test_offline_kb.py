@@ -36,7 +36,8 @@ def test_offline_bench_finds_correct_kernels_for_matched_files_and_refuses_the_r
     con = sqlite3.connect(tmp_path / "ks.db")
     try:
         rows = con.execute("SELECT r.name, k.round, e.status, k.code FROM run r JOIN kernel k ON k.run_id = r.id "
-                           "JOIN evaluation e ON e.kernel_id = k.id ORDER BY r.name, k.id").fetchall()
+                           "JOIN evaluation e ON e.kernel_id = k.id AND e.purpose IS NULL "   # verdicts
+                           "ORDER BY r.name, k.id").fetchall()
     finally:
         con.close()
     by_run: dict[str, list] = {}

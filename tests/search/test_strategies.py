@@ -166,20 +166,23 @@ def test_resume_after_a_kill_under_each_strategy(tmp_path, strategy):
     engine, rid = new_run(db, "r", cfg)
     with pytest.raises(Killed):
         drive(cfg, engine, rid, FakePool(kill_after=6))
+    rows = "SELECT id, kernel_id, status, speedup, purpose FROM evaluation ORDER BY id"
     con = sqlite3.connect(db)
-    before = con.execute("SELECT id, kernel_id, status, speedup FROM evaluation ORDER BY id").fetchall()
+    before = con.execute(rows).fetchall()
     assert len(before) == 6 and con.execute("SELECT status FROM run").fetchall() == [("running",)]
     con.close()
 
     pool = FakePool()
     drive(cfg, engine, rid, pool)   # a new controller on the same store: what `kernelsearch resume` does
     con = sqlite3.connect(db)
-    after = con.execute("SELECT id, kernel_id, status, speedup FROM evaluation ORDER BY id").fetchall()
+    after = con.execute(rows).fetchall()
     assert after[:6] == before                                     # nothing lost
-    assert len({k for _, k, *_ in after}) == len(after) == 12      # nothing redone; exactly the budget
+    verdicts = [r for r in after if r[4] is None]                  # a kernel's evaluation; the others re-timings
+    assert len({r[1] for r in verdicts}) == len(verdicts) == 12    # nothing redone; exactly the budget
     assert con.execute("SELECT status, stop_reason FROM run").fetchall() == [("finished", "budget_evaluations")]
     con.close()
-    assert len(pool.codes) == 6                                     # the resumed controller evaluated the rest only
+    # the resumed controller evaluated the rest only: the kernels and re-timings stored since
+    assert len(pool.codes) == len(after) - len(before)
     t, _ = _tree(engine, rid)
     last = max(k.round for k in t.kernels.values())
     # the same search as the uninterrupted one, up to its last round (whose budget cut depends on arrival order)

@@ -45,7 +45,7 @@ def _rows(engine, run_id) -> dict[int, tuple[str, Evaluation | None]]:
 
 
 def test_a_harness_error_is_evaluated_once_more_and_the_attempt_is_kept(tmp_path):
-    cfg = config(tmp_path, budgets={"evaluations": 3})
+    cfg = config(tmp_path, budgets={"evaluations": 3}, search={"timings": 1})   # no re-timing: each code's calls
     engine, run_id = new_run(tmp_path / "ks.db", "once", cfg)
     pool = OomPool(ooms=1)
     drive(cfg, engine, run_id, pool)
@@ -59,7 +59,7 @@ def test_a_harness_error_is_evaluated_once_more_and_the_attempt_is_kept(tmp_path
 
 
 def test_an_unjudged_kernel_is_not_its_failure_and_resume_judges_it_again(tmp_path):
-    cfg = config(tmp_path, budgets={"evaluations": 3})
+    cfg = config(tmp_path, budgets={"evaluations": 3}, search={"timings": 1})   # no re-timing: each code's calls
     engine, run_id = new_run(tmp_path / "ks.db", "oom", cfg)
     events: list = []
     pool = OomPool(ooms=10)

@@ -66,7 +66,10 @@ def test_a_running_sum_that_cancels_is_judged_normwise(results):
     r = results["cumsum_honest"]
     assert r.status.value == "ok", (r.status, r.reason)
     signed = r.detail["signed"]
-    assert signed["max_rel"] > 1e-4 and signed["normwise"] < 1e-5, signed
+    assert signed["run"] and signed["ok"] and signed["max_rel"] > 1e-4, signed   # elementwise it fails
+    # passed by eager's own error where that is the yardstick (numerics.within_eager: abs and normwise within 16x
+    # eager's), else normwise at fp32's level
+    assert signed.get("normwise", 0.0) < 1e-5, signed
 
 
 def test_a_reference_undefined_on_negatives_skips_the_case_and_says_so(results):

@@ -59,6 +59,7 @@ def _evals(db) -> dict[str, int]:
                           "LEFT JOIN evaluation e ON e.kernel_id = k.id GROUP BY r.id"))
 
 
+@pytest.mark.slow   # 23 s on 2 cores (a SIGKILL and a rerun); CI runs it with the slow set (.ci/run)
 def test_bench_a_folder_killed_mid_way_then_rerun_skips_finished_and_resumes(tmp_path):
     n = itertools.count()
     asked = threading.Event()

@@ -22,6 +22,7 @@ def _rows(db, sql):
         con.close()
 
 
+@pytest.mark.slow   # 36 s on 2 cores (a real pool, re-timings too); CI runs it with the slow set (.ci/run)
 def test_crash_hang_and_wrong_are_statuses_and_the_run_goes_on(tmp_path):
     good = ONLINE.replace("BLOCK=2048", "BLOCK=1024")
     ideas = {"role": "ideas", "text": json.dumps({"ideas": [
@@ -145,6 +146,7 @@ def test_wall_time_budget_stops_candidates_waiting_for_a_slot(tmp_path):
     assert tree.returncode == 0 and tree.stdout.count("queued") >= 2, tree.stdout + tree.stderr
 
 
+@pytest.mark.slow   # 33 s on 2 cores; test_pool.py stops a hang and its children in make test, CI runs this one
 def test_loud_forking_hungry_and_sleeping_candidates_are_stopped_and_the_run_goes_on(tmp_path):
     marker = tmp_path / "child-alive"
     loud = starter_with("import sys\nfor _ in range(100):\n    sys.stdout.write('x' * (1 << 20))")

@@ -28,15 +28,7 @@ import time
 import traceback
 from typing import Any
 
-from kernelsearch.judge.isolation import (
-    become_subreaper,
-    child_processes,
-    confine_candidate,
-    describe_process,
-    die_with_parent,
-    leave_network,
-    signal_processes,
-)
+from kernelsearch.judge.isolation import confine_candidate, die_with_parent, leave_network, orphans_reaped
 
 ARCH = 90           # H200 / H100: sm_90 (ptxas target sm_90a)
 WARP = 32
@@ -318,20 +310,19 @@ def aot_report(source: str, problem, case=None, *, timeout_s: float = 300.0, in_
                           "uid": as_user.get("uid") if as_user else None, "isolate": isolate})
     t0 = time.monotonic()
     # The child runs the candidate's code, which may leave processes behind (a daemon double-forked in a session of
-    # its own). This process becomes a subreaper first, so such an orphan is re-parented here, not to init, whatever
-    # the child did to itself; once the child has exited, every child left here is one of those: killed, and the
-    # report says so (`strays`, which the judge rejects). The child's output goes to files, not pipes: a pipe stays
-    # open while a daemon holds it, and reading to its end would wait for the daemon.
-    become_subreaper()
+    # its own): they are re-parented here and killed when it ends, and the report says so (`strays`, which the judge
+    # rejects). The child's output goes to files, not pipes: a pipe stays open while a daemon holds it, and reading
+    # to its end would wait for the daemon.
+    strays: list[str] = []
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        try:
-            p = subprocess.run([sys.executable, "-m", "kernelsearch.judge.aot"], input=request.encode(),
-                               preexec_fn=die_with_parent, stdout=out, stderr=err, timeout=timeout_s, env=env,
-                               start_new_session=True)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        strays = _kill_orphans()
+        with orphans_reaped(strays):
+            try:
+                p = subprocess.run([sys.executable, "-m", "kernelsearch.judge.aot"], input=request.encode(),
+                                   preexec_fn=die_with_parent, stdout=out, stderr=err, timeout=timeout_s, env=env,
+                                   start_new_session=True)
+                timed_out = False
+            except subprocess.TimeoutExpired:
+                timed_out = True
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
@@ -352,22 +343,6 @@ def aot_report(source: str, problem, case=None, *, timeout_s: float = 300.0, in_
     # through by exiting (fixture round3/aot_dies)
     return {"status": "died", "kernels": [], "case": case_name, "wall_s": wall,
             "error": f"the AOT child died (exit {p.returncode}) before its report: {(stderr or stdout)[-4000:]}"}
-
-
-def _kill_orphans() -> list[str]:
-    """SIGKILL every child of this process that is still alive (the compile child has exited or been killed by now:
-    any child left is an orphan of its, re-parented here) and reap it; their descriptions."""
-    found = []
-    for _ in range(3):   # a process may fork while it is being killed: look again
-        pids = child_processes(os.getpid())
-        if not pids:
-            break
-        found += [describe_process(pid) for pid in pids]
-        signal_processes(pids, 9)
-        for pid in pids:
-            with contextlib.suppress(ChildProcessError, OSError):
-                os.waitpid(pid, 0)
-    return found
 
 
 def _main() -> None:

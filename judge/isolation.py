@@ -50,6 +50,7 @@ def drop_privileges(uid: int) -> None:
 
 
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
 
 
 def become_subreaper() -> None:
@@ -113,9 +114,37 @@ def stray_processes(runner_pid: int, uid: int | None) -> list[int]:
     return sorted(p for p in mine if procs[p][1] != runner_pid and procs[p][3] not in ("Z", "X"))
 
 
-def child_processes(parent: int) -> list[int]:
+def _child_processes(parent: int) -> list[int]:
     """The live (not zombie) children of `parent`."""
     return sorted(p for p, (pp, _, _, state) in _processes(False).items() if pp == parent and state not in ("Z", "X"))
+
+
+@contextlib.contextmanager
+def orphans_reaped(found: list[str]):
+    """While it lasts this process is a subreaper, so the orphans of a child it starts inside (a daemon the child
+    double-forked, in a session of its own, whatever the child did to itself) are re-parented here, not to init; at
+    its end every child of this process that was not one before is killed and reaped (the child it started has
+    exited by then) and described into `found`, and the subreaper flag is put back as it was."""
+    was = ctypes.c_int(0)
+    with contextlib.suppress(OSError, AttributeError):
+        _libc().prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(was))
+    before = set(_child_processes(os.getpid()))
+    become_subreaper()
+    try:
+        yield
+    finally:
+        for _ in range(3):   # a process may fork while it is being killed: look again
+            pids = [p for p in _child_processes(os.getpid()) if p not in before]
+            if not pids:
+                break
+            found += [describe_process(pid) for pid in pids]
+            signal_processes(pids, signal.SIGKILL)
+            for pid in pids:
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(pid, 0)
+        if not was.value:
+            with contextlib.suppress(OSError, AttributeError):
+                _libc().prctl(_PR_SET_CHILD_SUBREAPER, 0)
 
 
 def describe_process(pid: int) -> str:

@@ -66,3 +66,37 @@ def test_a_runner_without_strays_has_none():
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def test_orphans_reaped_kills_only_the_orphans_of_what_started_inside_and_restores_the_flag():
+    """judge/isolation.orphans_reaped (the sm_90 compile child's orphans): a daemon double-forked in a session of its
+    own by a child started inside is found and killed; a child this process had before is left alone; and the
+    subreaper flag is put back as it was."""
+    import ctypes
+    import subprocess
+    import sys
+
+    from kernelsearch.judge.isolation import orphans_reaped
+
+    def flag() -> int:
+        v = ctypes.c_int(0)
+        ctypes.CDLL(None, use_errno=True).prctl(37, ctypes.byref(v))   # PR_GET_CHILD_SUBREAPER
+        return v.value
+
+    was = flag()
+    older = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    daemon = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(30)\n"
+              "    os._exit(0)\n")
+    found: list[str] = []
+    try:
+        with orphans_reaped(found):
+            subprocess.run([sys.executable, "-c", daemon], check=True)
+            import time as _t
+
+            _t.sleep(0.5)   # the middle process has exited: its child is an orphan, re-parented here
+        assert len(found) == 1, found
+        assert older.poll() is None   # the child from before is alive
+        assert flag() == was
+    finally:
+        older.kill()
+        older.wait()

@@ -34,11 +34,12 @@ def say(line: str) -> None:
         f.write(line + "\n")
 
 
-def evaluate(name: str, timeout: float) -> dict:
+def run_eval(problem: str | Path, candidate: str | Path, timeout: float) -> dict:
+    """`kernelsearch eval PROBLEM CANDIDATE --json` in a fresh process, as a user runs it: its JSON and `wall_s`."""
     t0 = time.monotonic()
     try:
-        p = subprocess.run([sys.executable, "-m", "kernelsearch", "eval", str(PROBLEM), str(ROUND3 / f"{name}.py"),
-                            "--json"], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+        p = subprocess.run([sys.executable, "-m", "kernelsearch", "eval", str(problem), str(candidate), "--json"],
+                           capture_output=True, text=True, timeout=timeout, cwd=ROOT)
         out = p.stdout.strip()
         d = json.loads(out[out.index("{"):]) if "{" in out else {"status": f"no json (rc {p.returncode})",
                                                                    "reason": p.stderr[-300:]}
@@ -48,16 +49,20 @@ def evaluate(name: str, timeout: float) -> dict:
     return d
 
 
+def evaluate(name: str, timeout: float) -> dict:
+    return run_eval(PROBLEM, ROUND3 / f"{name}.py", timeout)
+
+
 def probe_figures() -> None:
     """The quiet-device probe (judge/clock.py) on an idle device and beside a process spinning sleep kernels."""
     import torch
 
-    from kernelsearch.judge.clock import PROBE_MS, PROBE_SLACK, _probe_ms
+    from kernelsearch.judge.clock import PROBE_BUSY_MS, _probe_ms
 
     def walls(k: int = 40) -> list[float]:
         out = []
         for _ in range(k):
-            out.append(min(_probe_ms()[0] for _ in range(3)))
+            out.append(min(_probe_ms() for _ in range(3)))
             time.sleep(0.01)
         return sorted(out)
 
@@ -69,7 +74,7 @@ def probe_figures() -> None:
     time.sleep(8)
     busy = walls()
     spinner.kill()
-    limit = PROBE_SLACK * PROBE_MS + 0.05
+    limit = PROBE_BUSY_MS
     for what, v in (("idle", idle), ("beside a spinner", busy)):
         say(f"probe {what}: min {v[0]:.3f} median {statistics.median(v):.3f} max {v[-1]:.3f} ms; "
             f"{sum(x > limit for x in v)} of {len(v)} over the {limit:.2f} ms limit")

@@ -63,6 +63,7 @@ PROBE_MS = 0.1                 # the quiet-device probe: a sleep kernel this lon
 # H100, 40 probes of 0.1 ms: idle median 0.115 ms; beside a process spinning sleep kernels 0.265-0.323 ms (the
 # contexts time-slice); the least of three probes is taken, so host jitter alone (an idle outlier read 0.58) is not
 PROBE_SLACK = 1.5
+PROBE_BUSY_MS = PROBE_SLACK * PROBE_MS + 0.05   # the least of three probes over this: the device is shared
 PROBE_TRIES = 20               # re-probed every 50 ms before the device counts as busy
 
 
@@ -306,18 +307,18 @@ def _timed_batch(talk: Conversation, sides: dict, b: int, n: int):
     return clock, events, pings, cand_reply, cand_bufs
 
 
-def _probe_ms() -> tuple[float, float]:
-    """A sleep kernel of PROBE_MS at the device's highest clock on the judge's own context: (the host's wall time from
-    its launch to its end, what it takes where no other context shares the device). The wall time, not the kernel's
-    event time: where another context holds the device, the probe waits for its time slice before it starts, and its
-    events (which run in the probe's own slice) would not see the wait (H100: a spinning helper process slowed the
-    reference's batches 5x while a 0.1 ms probe's events read 0.1 ms)."""
+def _probe_ms() -> float:
+    """A sleep kernel of PROBE_MS at the device's highest clock on the judge's own context: the host's wall time
+    from its launch to its end. The wall time, not the kernel's event time: where another context holds the device,
+    the probe waits for its time slice before it starts, and its events (which run in the probe's own slice) would
+    not see the wait (H100: a spinning helper process slowed the reference's batches 5x while a 0.1 ms probe's events
+    read 0.1 ms)."""
     cycles = int(torch.cuda.get_device_properties(0).clock_rate * PROBE_MS)   # clock_rate: kHz, cycles a ms
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     torch.cuda._sleep(cycles)
     torch.cuda.synchronize()
-    return (time.perf_counter() - t0) * 1e3, PROBE_MS
+    return (time.perf_counter() - t0) * 1e3
 
 
 def quiet_device(talk: Conversation) -> None:
@@ -330,20 +331,20 @@ def quiet_device(talk: Conversation) -> None:
     then, it was the candidate's (rejected, `GPU check`); still busy, it is another process's, and the timing is not
     the candidate's to be charged for (harness_error)."""
     for _ in range(PROBE_TRIES):
-        took, want = min(_probe_ms() for _ in range(3))
-        if took <= PROBE_SLACK * want + 0.05:
+        took = min(_probe_ms() for _ in range(3))
+        if took <= PROBE_BUSY_MS:
             return
         time.sleep(0.05)
     talk.cand.kill()
     time.sleep(0.2)
-    took_after, want = min(_probe_ms() for _ in range(3))
-    if took_after <= PROBE_SLACK * want + 0.05:
+    took_after = min(_probe_ms() for _ in range(3))
+    if took_after <= PROBE_BUSY_MS:
         raise CandidateFailure(Status.rejected, f"GPU check: the device was busy while the candidate was frozen (a "
-                               f"{want:.2f} ms probe took {took:.2f} ms before the reference's timed batch, and "
+                               f"{PROBE_MS:.2f} ms probe took {took:.2f} ms before the reference's timed batch, and "
                                f"{took_after:.2f} ms once the candidate's processes were killed): work of the "
                                "candidate's kept running to slow the reference", stage="timing")
-    raise HarnessFailure(f"the device was busy with another process's work during the timing (a {want:.2f} ms probe "
-                         f"took {took_after:.2f} ms with the candidate's processes killed)", stage="timing")
+    raise HarnessFailure(f"the device was busy with another process's work during the timing (a {PROBE_MS:.2f} ms "
+                         f"probe took {took_after:.2f} ms with the candidate's processes killed)", stage="timing")
 
 
 def _refill(talk: Conversation, sides: dict, views: dict, inputs_of, b: int, n: int) -> dict[str, float]:

@@ -52,9 +52,9 @@ def _computes(name: str) -> bool:
         return False
     import torch
 
-    if torch_object(f"torch.{name}") is MISSING and not hasattr(torch.ops.aten, name):
-        return False   # not a torch op at all: the candidate's own or the language's
-    return classify(f"torch.{name}") == "compute" or torch_object(f"torch.{name}") is MISSING
+    if torch_object(f"torch.{name}") is MISSING:   # an ATen op with no Python name computes; no op at all is the
+        return hasattr(torch.ops.aten, name)        # candidate's own or the language's
+    return classify(f"torch.{name}") == "compute"
 
 
 def native_findings(text: str) -> list[str]:

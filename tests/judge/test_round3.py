@@ -198,7 +198,7 @@ def test_the_quiet_device_check(monkeypatch, busy_until, verdict):
         state["probes"] += 1
         busy = (busy_until == "never" or (busy_until == "kill" and not state["killed"])
                 or (isinstance(busy_until, int) and state["probes"] <= 3 * busy_until))
-        return (3.0 if busy else 0.11), clock.PROBE_MS
+        return 3.0 if busy else 0.11
 
     monkeypatch.setattr(clock, "_probe_ms", probe)
     monkeypatch.setattr(clock.time, "sleep", lambda s: None)

@@ -9,16 +9,12 @@ come.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-ROUND3 = ROOT / "tests" / "fixtures" / "cheats" / "round3"
+from round3_gpu import ROUND3, run_eval  # bench/ is the script's folder, first on sys.path
+
 OUT = Path(os.environ.get("OUT", "/tmp")) / "spread.txt"
 PLAN_KEYS = ("calls_per_batch", "fixed_ms", "overhead_ms", "cand_overhead_ms", "charged_overhead_ms",
              "side_step_charge_ms")
@@ -38,20 +34,16 @@ def main() -> None:
     args = ap.parse_args()
     times = []
     for i in range(args.n):
-        t0 = time.monotonic()
-        p = subprocess.run([sys.executable, "-m", "kernelsearch", "eval", args.problem, args.candidate, "--json"],
-                           capture_output=True, text=True, timeout=200, cwd=ROOT)
-        out = p.stdout
-        d = json.loads(out[out.index("{"):]) if "{" in out else {}
+        d = run_eval(args.problem, args.candidate, 200)
         if d.get("status") != "ok":
-            say(f"eval {i}: {d.get('status')} {str(d.get('reason'))[:200]} {p.stderr[-300:]}")
+            say(f"eval {i}: {d.get('status')} {str(d.get('reason'))[:300]}")
             continue
         plan = d["detail"].get("timing_plan", {})
         tc, te = d["detail"]["timings"]["candidate"], d["detail"]["timings"]["eager"]
         times.append(d["time_ms"])
         say(f"eval {i}: cand {d['time_ms']:.4f} ms (batches {tc['batches']}, {tc['min_ms']:.4f}-{tc['max_ms']:.4f}) "
             f"eager {d['ref_time_ms']:.4f} ({te['min_ms']:.4f}-{te['max_ms']:.4f}) | "
-            + " ".join(f"{k}={plan.get(k)}" for k in PLAN_KEYS) + f" | {time.monotonic() - t0:.0f} s")
+            + " ".join(f"{k}={plan.get(k)}" for k in PLAN_KEYS) + f" | {d['wall_s']:.0f} s")
     if len(times) > 1:
         med = statistics.median(times)
         say(f"candidate over {len(times)} evaluations: {min(times):.4f}-{max(times):.4f} ms, median {med:.4f}, "

@@ -4,6 +4,17 @@ One run per problem, named `<batch>-<file stem>`, started or resumed with runner
 another (sequential: each run already evaluates its kernels concurrently). Rerunning the same command skips the
 problems whose run finished and resumes the interrupted ones. The table and fast_p are computed from the store at
 print time, so a rerun prints the same table; no table of its own is stored.
+
+Every problem of the batch is a row of the store from the batch's start, as KernelBench counts fast_p over every
+problem of a level: a problem not reached yet is a `pending` run, one that cannot be searched (its file does not
+load, its reference fails, the offline provider matches no pattern in it) a `refused` run whose stop_reason is the
+reason. Both hold no kernel; a rerun searches them again (the generators may have grown since). So the table printed
+here, `report BATCH`, `compare A B` and `runs` count the same problems.
+
+torch.compile is timed beside eager by default (evaluation.compare_compile, on a GPU; `--no-compile` skips it): its
+compiled graph is cached per device and problem in the pool's shared inductor cache (sandbox/pool.py), so a batch
+compiles each reference once, and every evaluation times it side by side like eager (one figure per run and device,
+store/clock.py).
 """
 from __future__ import annotations
 
@@ -23,10 +34,14 @@ from kernelsearch.config import ConfigError, parse_config
 from kernelsearch.run_status import open_read_only, run_status
 from kernelsearch.runner import RunError, announce, start_or_resume
 from kernelsearch.search.bench import P_VALUES, ProblemScore, fast_p
-from kernelsearch.store import DEFAULT_DB, Run, session_scope
-from kernelsearch.store.queries import get_evaluation, run_stats
+from kernelsearch.store import DEFAULT_DB, Run, open_store, session_scope
+from kernelsearch.store.database import StoreError
+from kernelsearch.store.models import utcnow
+from kernelsearch.store.queries import get_evaluation, kernel_count, run_stats
 
 _NUMBER = re.compile(r"^(\d+)_")   # KernelBench names its files `N_Name.py`
+PENDING = "pending"    # a problem of the batch not searched yet: a run row with no kernel
+REFUSED = "refused"    # a problem that cannot be searched; stop_reason says why
 
 
 class BenchError(Exception):
@@ -48,6 +63,7 @@ class Row:
     cost_usd: float = 0.0
     allowed: list[str] = field(default_factory=list)   # the run's evaluation.allow_torch
     torch_ops: Optional[str] = None       # the allowed torch operations the best kernel calls ("" none)
+    refused: Optional[str] = None         # why the problem could not be searched (status `refused`)
 
 
 def problem_files(paths: list[str], problems: Optional[str] = None) -> list[Path]:
@@ -122,15 +138,29 @@ def read_config(path: Path) -> dict:
     return data
 
 
+def with_compile(raw: dict, no_compile: bool) -> dict:
+    """The batch's raw config with torch.compile timed (evaluation.compare_compile) unless `no_compile` or the config
+    says otherwise: KernelBench scores fast_p over torch.compile as well as eager."""
+    ev = raw.get("evaluation")
+    ev = dict(ev) if isinstance(ev, dict) else {} if ev is None else ev
+    if isinstance(ev, dict):
+        if no_compile:
+            ev["compare_compile"] = False
+        else:
+            ev.setdefault("compare_compile", True)
+        raw = {**raw, "evaluation": ev}
+    return raw
+
+
 def run_bench(paths: list[str], config: Path, db: Optional[Path], name: Optional[str], problems: Optional[str],
-              console: Console, jobs: int = 1) -> list[Row]:
+              console: Console, jobs: int = 1, no_compile: bool = False) -> list[Row]:
     """Search every problem not yet finished, one after another (`jobs` > 1: that many at once, sharing one pool of
     evaluators, so the search's concurrency and the GPU's one-timing-at-a-time lease hold across problems); then
-    print the table and fast_p."""
+    print the table and fast_p. torch.compile is timed beside eager unless `no_compile`."""
     if jobs < 1:
         raise BenchError(f"--jobs {jobs}: give 1 or more problems at once")
     files = problem_files(paths, problems)
-    raw = read_config(config)
+    raw = with_compile(read_config(config), no_compile)
     batch = name or raw.get("name") or config.stem
     store = Path(db or raw.get("store") or DEFAULT_DB)
     configs = {}
@@ -142,6 +172,10 @@ def run_bench(paths: list[str], config: Path, db: Optional[Path], name: Optional
             raise BenchError(f"{err} (for {f.name})") from None
     how = "one after another" if jobs == 1 else f"{jobs} at once on one pool of evaluators"
     console.print(f"batch {batch}: {len(files)} problems into {store}, {how}", markup=False)
+    timed = next(iter(configs.values())).evaluation.compare_compile
+    console.print("torch.compile: " + ("timed beside eager on a GPU (--no-compile skips it)" if timed else
+                                       "not timed (fast_p over torch.compile will read 0)"), markup=False)
+    enrol(store, batch, files, configs)
     if jobs > 1:
         asyncio.run(_at_once(files, configs, batch, store, jobs, console))
         rows = table(store, batch, files)
@@ -149,7 +183,7 @@ def run_bench(paths: list[str], config: Path, db: Optional[Path], name: Optional
         return rows
     for i, f in enumerate(files, 1):
         run_name = f"{batch}-{f.stem}"
-        status = run_status(store, run_name, BenchError)
+        status = _unplaced(store, run_name)
         head = f"[{i}/{len(files)}] {f.stem} (run {run_name})"
         if not announce(console, head, status, "not searched again"):
             continue
@@ -157,6 +191,7 @@ def run_bench(paths: list[str], config: Path, db: Optional[Path], name: Optional
             start_or_resume(configs[f], store, run_name, status, console)
         except (ConfigError, RunError) as err:   # this problem's; the batch goes on
             console.print(f"{head}: not searched: {err}", markup=False)
+            refuse(store, run_name, configs[f], str(err))
     rows = table(store, batch, files)
     print_table(rows, console)
     return rows
@@ -175,7 +210,7 @@ async def _at_once(files: list[Path], configs: dict, batch: str, store: Path, jo
         run_name = f"{batch}-{f.stem}"
         head = f"[{i}/{len(files)}] {f.stem} (run {run_name})"
         async with gate:
-            status = run_status(store, run_name, BenchError)
+            status = _unplaced(store, run_name)
             if not announce(console, head, status, "not searched again"):
                 return
             try:
@@ -188,11 +223,65 @@ async def _at_once(files: list[Path], configs: dict, batch: str, store: Path, jo
                 console.print(f"{head}: {reason}", markup=False)
             except (ConfigError, RunError) as err:   # this problem's; the batch goes on
                 console.print(f"{head}: not searched: {err}", markup=False)
+                refuse(store, run_name, configs[f], str(err))
 
     try:
         await asyncio.gather(*(one(i, f) for i, f in enumerate(files, 1)))
     finally:
         pool.close()
+
+
+def enrol(store: Path, batch: str, files: list[Path], configs: dict) -> None:
+    """Every problem of the batch a row of the store before any is searched: a `pending` run (no kernel) for each
+    that has no run yet, so an interrupted batch is still counted over all its problems."""
+    engine = _writable(store)
+    try:
+        with session_scope(engine) as s:
+            have = set(s.exec(select(Run.name).where(Run.name.in_([f"{batch}-{f.stem}" for f in files]))).all())
+            for f in files:
+                if f"{batch}-{f.stem}" not in have:
+                    s.add(Run(name=f"{batch}-{f.stem}", problem=configs[f].problem,
+                              config_json=configs[f].model_dump_json(), status=PENDING))
+    finally:
+        engine.dispose()
+
+
+def _unplaced(store: Path, name: str) -> Optional[str]:
+    """The run's status as start_or_resume reads it: a `pending` or `refused` row (no kernel) is dropped, so the
+    problem starts afresh (None); any other status is the run's own."""
+    status = run_status(store, name, BenchError)
+    if status not in (PENDING, REFUSED):
+        return status
+    engine = _writable(store)
+    try:
+        with session_scope(engine) as s:
+            run = s.exec(select(Run).where(Run.name == name)).first()
+            if run is not None and run.status in (PENDING, REFUSED) and kernel_count(s, run.id) == 0:
+                s.delete(run)
+                return None
+            return run.status if run is not None else None
+    finally:
+        engine.dispose()
+
+
+def refuse(store: Path, name: str, cfg, reason: str) -> None:
+    """A problem that could not be searched, as a `refused` run whose stop_reason is `reason` (one line); nothing
+    is written where the run already has a row (an error in a started run is that run's)."""
+    engine = _writable(store)
+    try:
+        with session_scope(engine) as s:
+            if s.exec(select(Run).where(Run.name == name)).first() is None:
+                s.add(Run(name=name, problem=cfg.problem, config_json=cfg.model_dump_json(), status=REFUSED,
+                          stop_reason=" ".join(reason.split())[:2000], finished_at=utcnow()))
+    finally:
+        engine.dispose()
+
+
+def _writable(store: Path):
+    try:
+        return open_store(store)
+    except StoreError as err:
+        raise BenchError(str(err)) from None
 
 
 def table(store: Path, batch: str, files: list[Path]) -> list[Row]:
@@ -215,6 +304,9 @@ def table(store: Path, batch: str, files: list[Path]) -> list[Row]:
 def row_of(session, run: Run) -> Row:
     """A run of a batch as its table row (problem: the problem file's stem)."""
     st = run_stats(session, run.id)
+    if run.status == REFUSED:
+        return Row(problem=Path(run.problem).stem, run=run.name, status=REFUSED, refused=run.stop_reason or "",
+                   allowed=_allowance(run.config_json))
     row = Row(problem=Path(run.problem).stem, run=run.name,
               status=f"{run.status} ({run.stop_reason})" if run.stop_reason else run.status)
     row.correct = st.correct > 0
@@ -291,6 +383,15 @@ def unjudged_line(rows: list[Row]) -> Optional[str]:
             "resume` of their runs judges them again")
 
 
+def refused_lines(rows: list[Row]) -> list[str]:
+    """The refused problems, one line each with the reason, and a count: they are in fast_p's denominator."""
+    gone = [r for r in rows if r.status == REFUSED]
+    if not gone:
+        return []
+    return ([f"{len(gone)} of {len(rows)} problems refused (no kernel searched; counted as not correct in fast_p):"]
+            + [f"  {r.problem}: {r.refused}" for r in gone])
+
+
 def _x(v: Optional[float]) -> str:
     return f"{v:.3g}x" if v is not None else "-"
 
@@ -316,3 +417,5 @@ def print_table(rows: list[Row], console: Console) -> None:
         comp = [ProblemScore(r.correct, r.best_compile) for r in rows]
         say(f"fast_p over torch.compile ({measured} of {len(rows)} problems measured; the others count as not "
             "faster): " + ", ".join(f"fast_{p:g} {fast_p(comp, p):.3f}" for p in P_VALUES if p > 0))
+    for line in refused_lines(rows):
+        say(line)

@@ -88,14 +88,16 @@ def bench(paths: list[str] = typer.Argument(..., help="a folder of KernelBench-f
           name: Optional[str] = typer.Option(None, help="the batch's name, prefix of its runs' names (default: "
                                              "the config's `name`, or its file stem)"),
           jobs: int = typer.Option(1, help="problems searched at once, sharing one pool of evaluators (the config's "
-                                   "search.concurrency evaluations in all)")) -> None:
+                                   "search.concurrency evaluations in all)"),
+          no_compile: bool = typer.Option(False, "--no-compile", help="do not time torch.compile beside eager "
+                                          "(timed by default on a GPU: fast_p over torch.compile)")) -> None:
     """Search a batch of problems into one store, one after another (or --jobs at once), then print a table and
     fast_p. Rerun the same command to go on: finished problems are not searched again, interrupted ones are
     resumed."""
     from kernelsearch.bench import BenchError, run_bench
 
     try:
-        run_bench(paths, config, db, name, problems, console, jobs=jobs)
+        run_bench(paths, config, db, name, problems, console, jobs=jobs, no_compile=no_compile)
     except BenchError as err:
         _fail(str(err))
     except DatabaseError as err:

@@ -10,9 +10,10 @@ from rich.table import Table
 from rich.text import Text
 from sqlmodel import Session
 
-from kernelsearch.bench import Row, allowance_line, batch_runs, correct_cell, row_of, unjudged_line
+from kernelsearch.bench import Row, allowance_line, batch_runs, correct_cell, refused_lines, row_of, unjudged_line
 from kernelsearch.search.bench import P_VALUES, ProblemScore, fast_p
 from kernelsearch.views import fmt
+from kernelsearch.views.bars import speedup_bars
 from kernelsearch.views.page import CSS
 from kernelsearch.views.paint import stdout_console
 
@@ -35,7 +36,7 @@ def fast_p_lines(rows: list[Row]) -> list[str]:
                "faster): " + ", ".join(f"fast_{p:g} {fast_p(comp, p):.3f}" for p in P_VALUES if p > 0))
     if unjudged_line(rows):
         out.append(unjudged_line(rows))
-    return out
+    return out + refused_lines(rows)
 
 
 def _ratio(a: Optional[float], b: Optional[float]) -> str:
@@ -125,6 +126,8 @@ def build_batch_report(session: Session, batch: str) -> str:
         f'<p class="note">{_E(allowance_line(rows))}</p></header>',
         '<section id="fast_p"><h2>fast_p</h2>', fp_table,
         f'<p class="note">{_E(unjudged_line(rows))}</p>' if unjudged_line(rows) else "", "</section>",
+        '<section id="speedups"><h2>Speedups</h2><div class="scroll">', speedup_bars(rows), '</div>',
+        f'<p class="note">{_E(" ".join(refused_lines(rows)))}</p>' if refused_lines(rows) else "", '</section>',
         '<section id="problems"><h2>Problems</h2><div class="scroll">', table,
         '</div><p class="dim">each run has a page of its own: kernelsearch report RUN</p></section>',
         '<footer class="dim">written by kernelsearch from the store.</footer></body></html>',

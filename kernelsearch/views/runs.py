@@ -44,3 +44,17 @@ def runs_cmd(db: DbOpt = DEFAULT_DB) -> None:
                           evals, best, fmt.tokens(st.tokens), fmt.cost_of(st), fmt.dur(st.wall_s),
                           fmt.when(run.started_at))
         stdout_console().print(table)
+        _batches(s)
+
+
+def _batches(s) -> None:
+    """Each batch of `kernelsearch bench` in the store, with its fast_p over all its problems (as bench, report and
+    compare count it: refused and pending problems included)."""
+    from kernelsearch.bench import batch_names
+    from kernelsearch.views.batch import batch_rows, fast_p_lines
+
+    out = stdout_console()
+    for name in batch_names(s):
+        rows = batch_rows(s, name)
+        if rows:
+            out.print(f"batch {name}: " + fast_p_lines(rows)[0], markup=False, soft_wrap=True)

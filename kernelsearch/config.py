@@ -2,7 +2,8 @@
 
 The settings types live in the rooms that use them (agent/settings.py: `llm`, `ideas`, `code`, `prices`;
 search/settings.py: `search`, `budgets`, `targets`;
-judge/settings.py: `evaluation`); `Config` composes them with the run's own keys.
+judge/settings.py: `evaluation`, with sandbox/settings.py's `evaluation.backend` and `ray`); `Config` composes them
+with the run's own keys.
 
 A bad key, a wrong type or a missing file is a `ConfigError` whose message is one line naming the key.
 """
@@ -15,8 +16,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from kernelsearch.agent.settings import LLMConfig, Price, RoleOverride, effective
-from kernelsearch.judge.settings import EvalSettings
 from kernelsearch.model.settings import PlanSettings, VerifySettings
+from kernelsearch.sandbox.settings import EvaluationConfig, RaySettings
 from kernelsearch.search.settings import Budgets, SearchConfig, SearchSetup, Targets
 from kernelsearch.store import DEFAULT_DB
 
@@ -47,7 +48,8 @@ class Config(_Strict):
     search: SearchConfig = SearchConfig()
     budgets: Budgets = Budgets()
     targets: Targets = Targets()
-    evaluation: EvalSettings = EvalSettings()
+    evaluation: EvaluationConfig = EvaluationConfig()   # the judge's settings and `backend: local | ray`
+    ray: RaySettings = RaySettings()                # the cluster, under evaluation.backend: ray (README, Ray)
     plan: PlanSettings = PlanSettings()             # a model run's profile and Amdahl plan
     verify: VerifySettings = VerifySettings()       # a model run's check of the whole model with its kernels
 
@@ -88,6 +90,9 @@ class Config(_Strict):
                 problems.append(f"{role}: provider 'openai-compatible' needs llm.base_url")
             if r.provider == "replay" and not r.replay_file:
                 problems.append(f"{role}: provider 'replay' needs llm.replay_file")
+        if self.ray != RaySettings() and self.evaluation.backend != "ray":   # a stored config holds the defaults
+            problems.append("ray: read only under evaluation.backend: ray (this config's backend is "
+                            f"{self.evaluation.backend!r})")
         if problems:
             raise ValueError("; ".join(dict.fromkeys(problems)))
         return self

@@ -27,9 +27,19 @@ class RunError(Exception):
 
 
 def pool_for(cfg: Config) -> EvaluatorPool:
+    """The config's evaluation backend: this machine's pool, or the same pool in actors of a Ray cluster."""
+    if cfg.evaluation.backend == "ray":
+        from kernelsearch.sandbox.ray_backend import RayPool
+
+        keys = tuple(sorted({cfg.role(r).api_key_env for r in ("ideas", "code")} - {None}))
+        try:
+            return RayPool(PoolSettings(concurrency=cfg.search.concurrency, evaluation=cfg.evaluation.judge_settings()),
+                           cfg.ray, device=cfg.device, hide=keys)
+        except RuntimeError as err:   # RayBackendError, or torch's word on device: cuda
+            raise RunError(str(err)) from None
     mode, gpus = detect_mode(cfg.device)
     return EvaluatorPool(PoolSettings(mode=mode, gpus=gpus, concurrency=cfg.search.concurrency,
-                                      evaluation=cfg.evaluation))
+                                      evaluation=cfg.evaluation.judge_settings()))
 
 
 def check_problem(cfg: Config):

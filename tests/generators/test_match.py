@@ -135,15 +135,15 @@ def test_a_linear_layer_with_activations_gets_the_matmul_family_and_a_generated_
     assert set(m.space.params) >= {"BM", "BN", "BK", "GROUP_M"}   # the GEMM's space is searched
 
 
-def test_a_convolution_is_refused_by_the_provider_naming_the_ops():
+def test_an_unmatched_graph_is_refused_by_the_provider_naming_the_ops():
     provider = OfflineProvider()
     req = ChatRequest([Message("user", "x")], role="code",
-                      task=CodeTask({"file": str(FIXTURES / "conv_relu.py")},
+                      task=CodeTask({"file": str(FIXTURES / "sort_rows.py")},
                                     IdeaBrief(None, "t", "d", {"first_kernel": True}), branch=0, branches=1))
     with pytest.raises(ProviderError) as err:
         asyncio.run(provider.complete(req))
-    assert re.fullmatch(r"the offline provider has no kernel family for conv_relu: its reference computes "
-                        r"convolution, relu \(.*\); use an LLM provider \(openai, anthropic, openai-compatible\)",
+    assert re.fullmatch(r"the offline provider has no kernel family for sort_rows: its reference computes "
+                        r"sort \(.*\); use an LLM provider \(openai, anthropic, openai-compatible\)",
                         str(err.value)), str(err.value)
 
 

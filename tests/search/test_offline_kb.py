@@ -1,7 +1,7 @@
 """The offline provider on KernelBench-format files (issue 19), through the real sandbox pool on the CPU: `bench` over
-a folder of an elementwise chain, a reduction along a middle dim and a convolution. The first two are searched from
+a folder of an elementwise chain, a reduction along a middle dim and a sort. The first two are searched from
 their matched spaces (round 0's first kernel from the reference, then one idea) and end with correct kernels; the
-convolution is refused before any search, in one line naming its ops, and the batch goes on.
+sort is refused before any search, in one line naming its ops, stored as a `refused` run, and the batch goes on.
 
 Slow: four evaluations through the pool on the interpreter, about two minutes on two cores."""
 from __future__ import annotations
@@ -21,7 +21,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "problems" / "offline"
 def test_offline_bench_finds_correct_kernels_for_matched_files_and_refuses_the_rest(tmp_path):
     folder = tmp_path / "kb"
     folder.mkdir()
-    for i, name in enumerate(("gelu_tanh", "sum_dim", "conv_relu"), 1):
+    for i, name in enumerate(("gelu_tanh", "sum_dim", "sort_rows"), 1):
         shutil.copy(FIXTURES / f"{name}.py", folder / f"{i}_{name}.py")
     cfg = tmp_path / "offline.yaml"
     cfg.write_text(yaml.safe_dump({
@@ -31,10 +31,11 @@ def test_offline_bench_finds_correct_kernels_for_matched_files_and_refuses_the_r
     r = cli("bench", str(folder), "--config", str(cfg), "--name", "kb", cwd=tmp_path, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     out = " ".join(r.stdout.split())
-    assert ("3_conv_relu (run kb-3_conv_relu): not searched: llm.provider: offline: the offline provider has no "
-            "kernel family for 3_conv_relu: its reference computes convolution, relu") in out
+    assert ("3_sort_rows (run kb-3_sort_rows): not searched: llm.provider: offline: the offline provider has no "
+            "kernel family for 3_sort_rows: its reference computes sort") in out
     con = sqlite3.connect(tmp_path / "ks.db")
     try:
+        assert con.execute("SELECT status FROM run WHERE name = 'kb-3_sort_rows'").fetchall() == [("refused",)]
         rows = con.execute("SELECT r.name, k.round, e.status, k.code FROM run r JOIN kernel k ON k.run_id = r.id "
                            "JOIN evaluation e ON e.kernel_id = k.id AND e.purpose IS NULL "   # verdicts
                            "ORDER BY r.name, k.id").fetchall()

@@ -116,3 +116,62 @@ def test_memory_ops_tell_a_vectorised_load_from_a_gather(softmax):
     (gather,) = aot_report(Template(_COPY).substitute(GATHER=True), softmax, "mid")["kernels"]
     assert gather["memory_ops"].get("ld.global.b32", 0) == 8, gather   # one element per load
     assert gather["memory_ops"]["st.global.v4.b32"] == 2
+
+
+def test_the_kernels_are_read_from_the_source_text_and_nothing_else_of_it_runs():
+    """judge/aot_compile.py: the compile takes the candidate's kernels from its text, cut down to imports of triton
+    and math, literal constants and the kernels' defs; host code, other imports and calls at module level are gone."""
+    from kernelsearch.judge.aot_compile import kernel_module_source
+
+    src = '''import math, os
+import triton
+import triton.language as tl
+from triton import jit as J
+os.system("touch /tmp/pwned")
+LOG2E = math.log2(math.e)
+SCALE: tl.constexpr = tl.constexpr(2 * 64)
+WHO = os.getpid()
+
+def helper(x):
+    return x
+
+@triton.autotune(configs=[triton.Config({"B": 64})], key=["n"])
+@triton.jit
+def k1(x_ptr, n, B: tl.constexpr = WHO):
+    pass
+
+@J
+def k2(x_ptr, n: os.getpid()):
+    pass
+
+def _k3(x_ptr):
+    pass
+
+k3 = triton.jit(_k3)
+
+def host(x):
+    k1[(1,)](x, 1)
+    k3[(1,)](x)
+'''
+    text, kernels, launched = kernel_module_source(src)
+    assert kernels == {"k1", "k2", "k3"} and launched == {"k1", "k3"}
+    assert "os" not in text.replace("constexpr", "").split() and "system" not in text and "getpid" not in text
+    assert "helper" not in text and "def host" not in text and "autotune" not in text
+    assert "LOG2E = math.log2(math.e)" in text and "SCALE = tl.constexpr(2 * 64)" in text
+    assert "B: tl.constexpr=None" in text     # a default that is not a literal is dropped, not evaluated
+    assert text.count("@_ks_jit") == 2 and "k3 = _ks_jit(_k3)" in text
+
+
+def test_a_kernel_that_cannot_compile_is_a_compile_error_whoever_writes_the_report(softmax):
+    """Fixture round3/forged_report: the candidate's process writes a clean report (and empty launch records) and
+    exits. The verdict is the judge's compile of the source's kernels: the one the source launches is unrecorded,
+    which fails; and recorded honestly (the same kernel without the forgery), it does not compile (it calls a plain
+    Python function)."""
+    from pathlib import Path
+
+    src = (Path(__file__).parents[1] / "fixtures/cheats/round3/forged_report.py").read_text()
+    r = aot_report(src, softmax, "mid")
+    assert r["status"] == "compile_error" and r["missing"] == ["_softmax_row_kernel"], r
+    honest_record = src.replace('if os.environ.get("TRITON_INTERPRET") != "1":', "if False:")
+    r = aot_report(honest_record, softmax, "mid")
+    assert r["status"] == "compile_error" and "_scale" in r["error"], r

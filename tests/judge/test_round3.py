@@ -128,7 +128,7 @@ def judged() -> dict:
     """The fixtures the scan lets through, through the real pool on the CPU interpreter."""
     out = _evaluate(["honest_softmax", "no_max_softmax", "forged_oom_count"])
     out.update(_evaluate(["kill_judge"], concurrency=1))   # it SIGKILLs every sibling of its runner: alone
-    out.update(_evaluate(["aot_dies", "unreaped_daemon", "honest_autotune"], aot=True))
+    out.update(_evaluate(["aot_dies", "unreaped_daemon", "honest_autotune", "forged_report"], aot=True))
     return out
 
 
@@ -160,6 +160,14 @@ def test_an_sm90_compile_child_that_dies_or_leaves_a_process_fails(judged):
     dies, daemon = judged["aot_dies"], judged["unreaped_daemon"]
     assert dies.status == "crash" and "died" in dies.reason and dies.stage == "compile_sm90", dies.reason
     assert daemon.status == "rejected" and daemon.reason.startswith("process check"), daemon.reason
+
+
+def test_an_sm90_report_written_by_the_candidate_is_not_the_verdict(judged):
+    """Fixture round3/forged_report writes a clean report and empty launch records from the compile child and exits;
+    its kernel cannot compile for the GPU. The judge compiles the source's kernels itself (judge/aot_compile.py)."""
+    r = judged["forged_report"]
+    assert r.status == "compile_error" and r.stage == "compile_sm90", (r.status, r.reason)
+    assert "_softmax_row_kernel" in r.reason, r.reason
 
 
 def test_an_autotuned_kernel_runs_its_first_config_under_the_interpreter(judged):

@@ -39,6 +39,7 @@ class IdeaTask:
     n: int
     seeds: tuple[SeedTask, ...]
     seen_codes: tuple[str, ...] = ()  # every kernel the run has written, which an idea need not redo
+    language: str = "triton"          # search.language: triton | cuda | any
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class CodeTask:
     branches: int
     seed_code: str = ""
     earlier_codes: tuple[str, ...] = ()   # the kernels of earlier rounds, which a branch need not write again
+    language: str = "triton"              # search.language: triton | cuda | any
 
 
 Task = IdeaTask | CodeTask

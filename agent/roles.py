@@ -73,17 +73,54 @@ def _extras(text: str) -> list[dict]:
     return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
 
 
+LANGUAGES = ("triton", "cuda", "any")   # search.language
+
+
+def language_text(language: str) -> str:
+    """What the system prompt says the kernels are written in: prompts/language_<language>.md, with the CUDA
+    contract (prompts/cuda_contract.md, stated once) where CUDA C++ may be written."""
+    if language not in LANGUAGES:
+        raise ValueError(f"search.language: {language!r} is not one of {', '.join(LANGUAGES)}")
+    contract = prompt("cuda_contract").template.rstrip()
+    return prompt(f"language_{language}").substitute(contract=contract).rstrip()
+
+
+def device_text(mode: str, ceilings: Mapping[str, Any] | None = None) -> str:
+    """The device the system prompt names: on a GPU, from the ceilings the run's evaluations measured (judge/
+    roofline.py: copy bandwidth, dense matmul rates), never a datasheet's; before any is measured, the GPU with no
+    figures; on a machine without one, what the kernels are checked for and how."""
+    if mode != "cuda":
+        return ("a Hopper GPU (sm_90: H100 or H200). This run's machine has no GPU: Triton kernels are run by "
+                "Triton's interpreter and compiled for sm_90, CUDA C++ is compiled for sm_90a with nvcc and not run, "
+                "and times are the interpreter's, not a GPU's")
+    c = dict(ceilings or {})
+    name = c.get("device") or "the run's NVIDIA GPU"
+    figures = []
+    if c.get("copy_gbps"):
+        figures.append(f"{c['copy_gbps'] / 1000:.2f} TB/s copy bandwidth")
+    for key, what in (("bfloat16_tflops", "bf16"), ("float32_tflops", "fp32")):
+        if c.get(key):
+            figures.append(f"{c[key]:.0f} TFLOP/s dense {what} matmul")
+    if not figures:
+        return f"{name} (its ceilings are measured at the run's first evaluation)"
+    return f"{name} (measured on it: {', '.join(figures)})"
+
+
 class _Role:
     role = ""
 
     def __init__(self, provider: Provider, cfg: LLMConfig, prices: Mapping[str, Price], record: Recorder,
-                 allow_torch: Sequence[str] = ()):
+                 allow_torch: Sequence[str] = (), language: str = "triton",
+                 device: Callable[[], str] = lambda: device_text("cpu")):
         self.provider, self.cfg, self.prices, self.record = provider, cfg, prices, record
         self.allow_torch = tuple(allow_torch)   # evaluation.allow_torch: said in the contract of the system prompt
+        self.language = language_text(language)   # search.language: what the kernels are written in
+        self.device = device   # the device the system prompt names, asked at each call (ceilings come in as measured)
 
     def _system(self) -> Message:
         allowance = "" if not self.allow_torch else prompt("allow_torch").substitute(ops=", ".join(self.allow_torch))
-        return Message("system", prompt("system").substitute(allowance=allowance))
+        return Message("system", prompt("system").substitute(allowance=allowance, language=self.language,
+                                                             device=self.device()))
 
     async def _call(self, messages: list[Message], task: Task) -> tuple[Any, dict, str | None]:
         """One provider call. Returns (reply or None, the call's row to record, error)."""

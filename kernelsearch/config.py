@@ -101,6 +101,11 @@ class Config(_Strict):
     def first_from_reference(self) -> bool:
         """Round 0 is written by the coder from the reference: `starter: none`, or a KernelBench file with no
         `starter:` (a family with no `starter:` starts from its own starter.py)."""
+        if self.starter is None and self.search.language == "cuda" and self.problem and not _is_file(self.problem):
+            from kernelsearch.judge.problem import FAMILIES_DIR, parse_family_at
+
+            at = parse_family_at(self.problem)   # a family with no CUDA C++ starter: first kernels, in CUDA C++
+            return not (FAMILIES_DIR / (at[0] if at else self.problem) / "starter_cuda.py").is_file()
         return self.starter == "none" or (self.starter is None and _is_file(self.problem or ""))
 
     def role(self, role: str) -> LLMConfig:

@@ -19,12 +19,12 @@ import time
 from typing import Callable
 
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 from kernelsearch.agent.base import CodeTask, IdeaBrief, IdeaTask, SeedTask
 from kernelsearch.agent.errors import AuthError
 from kernelsearch.agent.providers import make_provider
-from kernelsearch.agent.roles import Coder, FailedKernel, IdeaWriter, SeedView, prompt
+from kernelsearch.agent.roles import Coder, FailedKernel, IdeaWriter, SeedView, device_text, prompt
 from kernelsearch.families import load_problem
 from kernelsearch.families.feasibility import refuse_infeasible
 from kernelsearch.judge.static import kernel_language
@@ -33,7 +33,7 @@ from kernelsearch.search import strategies
 from kernelsearch.search.describe import describe_result, not_judged, why
 from kernelsearch.search.finalists import Retimer
 from kernelsearch.search.settings import SearchSetup
-from kernelsearch.store import Evaluation, Idea, session_scope
+from kernelsearch.store import Evaluation, Idea, Kernel, session_scope
 from kernelsearch.store import queries as q
 from kernelsearch.store.models import utcnow
 from kernelsearch.store.status import Status
@@ -91,10 +91,13 @@ class Controller:
         self.problem = load_problem(setup.problem)   # the trusted reference only; candidates never load here
         seed = setup.search.seed
         # the roles say what the config lets candidates call in torch in the contract they give the LLM
+        # and the language the kernels are written in (search.language) and the device, from its measured ceilings
+        lang = setup.search.language
         self.idea_writer = IdeaWriter(make_provider(setup.ideas, seed=seed), setup.ideas, setup.prices,
-                                      self._record_call, allow_torch=setup.allow_torch)
+                                      self._record_call, allow_torch=setup.allow_torch, language=lang,
+                                      device=self._device_prompt)
         self.coder = Coder(make_provider(setup.code, seed=seed), setup.code, setup.prices, self._record_call,
-                           allow_torch=setup.allow_torch)
+                           allow_torch=setup.allow_torch, language=lang, device=self._device_prompt)
         self.stop_reason: str | None = None
         self.strategy = setup.search.strategy
         self._spent: set[int] = set()   # parents of a round that stored no new kernel (search/strategies.py)
@@ -190,6 +193,11 @@ class Controller:
             result.detail["harness_attempts"] = earlier
         with session_scope(self.engine) as s:
             q.add_evaluation(s, result.row(kernel_id))
+            found = (result.detail or {}).get("language")   # the kernel's language is what its evaluation found
+            kernel = s.get(Kernel, kernel_id) if found in ("triton", "cuda") else None
+            if kernel is not None and kernel.language != found:
+                kernel.language = found
+                s.add(kernel)
             shown = q.kernel_row(s, kernel_id)   # the run's reference figure over its time: the speedup shown
         self._save_progress()
         self.emit("evaluated", {"kernel_id": kernel_id, "status": result.status.value, "speedup": shown.speedup,
@@ -246,8 +254,18 @@ class Controller:
                 if not q.ideas_with_evaluations(s, self.run_id):   # a resumed run has its round-0 idea
                     self._add_first_idea(s, 0)
                 return
-            code = self.setup.starter.read_text() if self.setup.starter else self.problem.starter_source
-            self._add_kernel(s, code, round=0)
+            for code in self._starters():
+                self._add_kernel(s, code, round=0)
+
+    def _starters(self) -> list[str]:
+        """Round 0's kernels: the config's starter file; else the family's starter in search.language (`any`: its
+        Triton and its CUDA C++ starters, where it has both)."""
+        if self.setup.starter:
+            return [self.setup.starter.read_text()]
+        lang = self.setup.search.language
+        cuda = getattr(self.problem.family, "cuda_starter", lambda problem: None)(self.problem)
+        codes = ([self.problem.starter_source] if lang != "cuda" else []) + ([cuda] if lang != "triton" else [])
+        return [c for c in codes if c]
 
     def _add_first_idea(self, s: Session, rnd: int, sample: bool = False) -> None:
         again = "" if rnd == 0 else " (again: none of the earlier ones is correct)"
@@ -335,17 +353,35 @@ class Controller:
         """The idea writer's task: each seed with the ideas its lineage tried (title, text), which a provider can be
         told not to repeat, and every kernel the run has written, which an idea need not redo."""
         return IdeaTask(problem=self.problem.ref, round=rnd, n=n, seen_codes=tuple(self._codes()), seeds=tuple(
-            SeedTask(sd.kernel_id, sd.code, tuple(strategies.lineage_texts(tree, sd.kernel_id))) for sd in seeds))
+            SeedTask(sd.kernel_id, sd.code, tuple(strategies.lineage_texts(tree, sd.kernel_id))) for sd in seeds),
+            language=self.setup.search.language)
 
     def _code_task(self, idea: Idea, brief: IdeaBrief, branch: int, seed_code: str) -> CodeTask:
         """The coder's task, with the kernels of earlier rounds, which a branch need not write again. Only earlier
         rounds (complete when this one runs), so a resumed round writes the branches it would have."""
         return CodeTask(problem=self.problem.ref, idea=brief, branch=branch, branches=idea.branches_wanted,
-                        seed_code=seed_code, earlier_codes=tuple(self._codes(before_round=idea.round)))
+                        seed_code=seed_code, earlier_codes=tuple(self._codes(before_round=idea.round)),
+                        language=self.setup.search.language)
 
     def _last_round(self) -> int:
         with session_scope(self.engine) as s:
             return q.last_round(s, self.run_id)
+
+    def _device_prompt(self) -> str:
+        """The device as the system prompt names it: on a GPU, the ceilings the run's latest evaluation measured
+        (judge/roofline.py, `detail.ceilings`), never a datasheet's figures."""
+        ceil = None
+        if self.pool.mode == "cuda":
+            with session_scope(self.engine) as s:
+                rows = s.exec(select(Evaluation.detail_json).join(Kernel, Kernel.id == Evaluation.kernel_id)
+                              .where(Kernel.run_id == self.run_id, Evaluation.detail_json.contains('"ceilings"'))
+                              .order_by(Evaluation.id.desc()).limit(1)).all()
+            for raw in rows:
+                try:
+                    ceil = json.loads(raw or "{}").get("ceilings")
+                except ValueError:
+                    ceil = None
+        return device_text(self.pool.mode, ceil if isinstance(ceil, dict) else None)
 
     def _device_label(self) -> str:
         return "cpu-interpreter" if self.pool.mode == "cpu" else "cuda"

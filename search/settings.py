@@ -44,6 +44,10 @@ class SearchConfig(_Strict):
     # not count against budgets.evaluations, but they stop at the wall-time budget
     timings: int = Field(default=3, ge=1)
     seed: int = 0                               # the offline provider's RNG and branch picks
+    # the kernels' language (prompts/language_*.md give the coder its contract): triton (@triton.jit), cuda (CUDA
+    # C++ built with torch.utils.cpp_extension.load_inline, launched on the current stream) or any (either; a
+    # family's round 0 then starts from both starters). A stored kernel's language is what its evaluation found
+    language: Literal["triton", "cuda", "any"] = "triton"
 
 
 class Budgets(_Strict):

@@ -14,6 +14,8 @@ CASES = [
     ({"problem": "missing/file.py"}, "problem: problem file not found"),
     ({"problem": "softmax", "llm": {"provider": "openai"}}, "needs llm.model"),
     ({"problem": "softmax", "llm": {"provider": "gemini"}}, "llm.provider: Input should be"),
+    ({"problem": "softmax", "search": {"language": "rust"}},
+     "search.language: Input should be 'triton', 'cuda' or 'any'"),
 ]
 
 

@@ -301,7 +301,8 @@ def render(cv: Conv, p: dict, init: str, forward: str, body: str, helper: str = 
 
 def start_point(cv: Conv) -> dict:
     """Where the search starts at this convolution's shape: `direct` for few output channels a group (depthwise),
-    else an implicit GEMM whose channel tile covers the group's channels (up to 128) and whose K step fits K."""
+    else an implicit GEMM whose channel tile covers the group's channels (up to 128), whose K step fits K, with
+    3xTF32 products for fp32 where K is 32 or more."""
     cg, ocg = cv.channels
     p = dict(DEFAULT)
     if ocg < 8:
@@ -312,6 +313,11 @@ def start_point(cv: Conv) -> dict:
     p["BLOCK_K"] = 16 if cg * cv.taps <= 16 else 32
     pixels = math.prod(cv.out_shape) // max(cv.out_shape[1], 1)
     p["BLOCK_M"] = 128 if pixels >= 1 << 16 and p["BLOCK_N"] <= 64 else 64
+    # fp32 with K long enough to fill the tensor cores: 3xTF32 products (near fp32 accuracy; fp32 FMAs top out at a
+    # tenth of the TF32 rate on an H100, and the judge times eager with TF32 off). The matmul family starts fp32 there
+    # too (families/matmul/space.py TF32X3_START); `ieee` is a move away
+    if str(cv.dtype) == "torch.float32" and cg * cv.taps >= 32:
+        p["precision"] = "tf32x3"
     return p
 
 

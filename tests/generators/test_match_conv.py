@@ -73,10 +73,11 @@ def test_the_start_fits_the_shape():
     wide = Conv(2, (1, 1), (0, 0), (1, 1), 1, False, (0, 0), (8, 64, 512, 1024), (128, 64, 3, 3),
                 (8, 128, 510, 1022), torch.float32, False)
     p = start_point(wide)
-    assert (p["variant"], p["BLOCK_N"], p["BLOCK_K"]) == ("igemm", 128, 32)
+    assert (p["variant"], p["BLOCK_N"], p["BLOCK_K"], p["precision"]) == ("igemm", 128, 32, "tf32x3")
     few = Conv(2, (1, 1), (0, 0), (1, 1), 1, False, (0, 0), (8, 3, 32, 32), (24, 3, 1, 1), (8, 24, 32, 32),
                torch.float32, False)
     assert start_point(few)["BLOCK_N"] == 32 and start_point(few)["BLOCK_K"] == 16
+    assert start_point(few)["precision"] == "ieee"   # K = 3: too short for the tensor cores' tile
 
 
 def test_the_arguments_are_the_candidates_module_s_and_a_functional_call_is_baked(tmp_path):

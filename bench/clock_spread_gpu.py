@@ -5,6 +5,10 @@ triton's do_bench_cudagraph of the same kernel on the same shape in this process
 come.
 
     . bench/device_env.sh && python3 bench/clock_spread_gpu.py [--n 5] [--candidate PATH] [--problem PATH]
+        [--settings "KS_CLOCK_SPIN_S=0;KS_CLOCK_SPIN_S=0.05"]
+
+--settings: clock settings (environment variables of judge/clock.py, `;` between settings, `,` within one) compared
+in one call: the evaluations alternate between them, and each gets its own spread line.
 """
 from __future__ import annotations
 
@@ -31,23 +35,38 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=5)
     ap.add_argument("--candidate", default=str(ROUND3 / "honest_softmax.py"))
     ap.add_argument("--problem", default=str(ROUND3 / "softmax_gpu.py"))
+    ap.add_argument("--settings", default="", help="e.g. KS_CLOCK_SPIN_S=0;KS_CLOCK_BATCHES=8:24")
     args = ap.parse_args()
-    times = []
+    settings = [dict(kv.split("=", 1) for kv in one.split(",") if kv) for one in args.settings.split(";")] or [{}]
+    times: dict[int, list[float]] = {i: [] for i in range(len(settings))}
     for i in range(args.n):
-        d = run_eval(args.problem, args.candidate, 200)
-        if d.get("status") != "ok":
-            say(f"eval {i}: {d.get('status')} {str(d.get('reason'))[:300]}")
-            continue
-        plan = d["detail"].get("timing_plan", {})
-        tc, te = d["detail"]["timings"]["candidate"], d["detail"]["timings"]["eager"]
-        times.append(d["time_ms"])
-        say(f"eval {i}: cand {d['time_ms']:.4f} ms (batches {tc['batches']}, {tc['min_ms']:.4f}-{tc['max_ms']:.4f}) "
-            f"eager {d['ref_time_ms']:.4f} ({te['min_ms']:.4f}-{te['max_ms']:.4f}) | "
-            + " ".join(f"{k}={plan.get(k)}" for k in PLAN_KEYS) + f" | {d['wall_s']:.0f} s")
-    if len(times) > 1:
-        med = statistics.median(times)
-        say(f"candidate over {len(times)} evaluations: {min(times):.4f}-{max(times):.4f} ms, median {med:.4f}, "
-            f"spread {(max(times) - min(times)) / med * 100:.2f} %")
+        for j, env in enumerate(settings):
+            saved = {k: os.environ.get(k) for k in env}
+            os.environ.update(env)
+            try:
+                d = run_eval(args.problem, args.candidate, 200)
+            finally:
+                for k, v in saved.items():
+                    os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+            tag = ",".join(f"{k}={v}" for k, v in env.items()) or "default"
+            if d.get("status") != "ok":
+                say(f"[{tag}] eval {i}: {d.get('status')} {str(d.get('reason'))[:300]}")
+                continue
+            plan = d["detail"].get("timing_plan", {})
+            tc, te = d["detail"]["timings"]["candidate"], d["detail"]["timings"]["eager"]
+            times[j].append(d["time_ms"])
+            say(f"[{tag}] eval {i}: cand {d['time_ms']:.4f} ms (batches {tc['batches']}, {tc['min_ms']:.4f}-"
+                f"{tc['max_ms']:.4f}) eager {d['ref_time_ms']:.4f} ({te['min_ms']:.4f}-{te['max_ms']:.4f}) | "
+                + " ".join(f"{k}={plan.get(k)}" for k in PLAN_KEYS)
+                + f" | timing {d['detail'].get('stage_s', {}).get('timing_loop')} s | {d['wall_s']:.0f} s")
+    for j, env in enumerate(settings):
+        ts = times[j]
+        if len(ts) > 1:
+            med = statistics.median(ts)
+            tag = ",".join(f"{k}={v}" for k, v in env.items()) or "default"
+            say(f"[{tag}] candidate over {len(ts)} evaluations: {min(ts):.4f}-{max(ts):.4f} ms, median {med:.4f}, "
+                f"spread {(max(ts) - min(ts)) / med * 100:.2f} %")
+    times = [t for ts in times.values() for t in ts]
     try:   # the same kernel by triton's own clock, for agreement
         import importlib.util
 

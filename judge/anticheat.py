@@ -19,6 +19,7 @@ class LaunchCounter:
         self.counts: dict[str, int] = {}
         self.wrapped: dict[type, object] = {}
         self.compile_only = False   # the runner's `warm`: Triton kernels are compiled, not launched
+        self.watch: Writes | None = None   # a correctness call: which storages its kernels took, and when
 
     class Autotuned(Exception):
         """An autotuned kernel met in compile-only mode: its configs are chosen by launching them, so the warm-up
@@ -49,6 +50,8 @@ class LaunchCounter:
                 if not kwargs.get("warmup", False):
                     mod = getattr(getattr(self, "fn", None), "__module__", None) or "?"
                     counts[mod] = counts.get(mod, 0) + 1
+                    if counter.watch is not None and mod == counter.watch.module:
+                        counter.watch.before_launch(getattr(self.fn, "__name__", "?"), args, kwargs)
                 return _original(self, *args, **kwargs)
 
             run.__ks_launch_counter__ = True
@@ -71,6 +74,56 @@ class LaunchCounter:
 
     def launches(self, module_name: str) -> int:
         return self.counts.get(module_name, 0)
+
+
+def _storage_bytes(t: torch.Tensor) -> torch.Tensor:
+    """The whole storage under `t` as a uint8 tensor (a view: no copy)."""
+    return torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+
+
+class Writes:
+    """Which storages a correctness call's Triton launches took, for the kernel-launch check's second half: the
+    candidate's own kernels must have written its output (a launch that touches no output byte does not count).
+
+    Each storage a launch takes that is not an input's is copied as it was just before the first launch that took it
+    (`first`). After the forward, an output whose storage no launch took was not written by the candidate's kernels
+    (`untouched`); an output whose bytes equal that copy was already what it is before any of its kernels ran: the
+    work was done some other way, unless the memory simply held the same answer from an earlier call. The runner
+    then calls the forward again with that storage filled with 0xff just before the same launch (`poison`): a kernel
+    that writes it restores the answer; a kernel that does not leaves the fill, and the output is `unwritten`."""
+
+    def __init__(self, module: str, inputs: list, poison: set | None = None) -> None:
+        self.module = module
+        self.inputs = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor) and t.numel()}
+        self.first: dict[int, tuple[tuple, torch.Tensor]] = {}   # storage -> ((kernel, nth, arg), bytes before)
+        self.nth: dict[str, int] = {}
+        self.poison = poison or set()
+
+    def before_launch(self, kernel: str, args: tuple, kwargs: dict) -> None:
+        n = self.nth[kernel] = self.nth.get(kernel, -1) + 1
+        for key, a in [*enumerate(args), *kwargs.items()]:
+            if not isinstance(a, torch.Tensor) or not a.numel():
+                continue
+            ptr = a.untyped_storage().data_ptr()
+            if ptr in self.inputs or ptr in self.first:
+                continue
+            where = (kernel, n, key)
+            if where in self.poison:
+                _storage_bytes(a).fill_(255)
+            self.first[ptr] = (where, _storage_bytes(a).clone())
+
+    def verdict(self, outs: list) -> tuple[list[int], dict[int, tuple]]:
+        """(outputs no launch took, {output: where} for outputs that were already their final bytes)."""
+        untouched, same = [], {}
+        for j, o in enumerate(outs):
+            if not isinstance(o, torch.Tensor) or not o.numel():
+                continue
+            hit = self.first.get(o.untyped_storage().data_ptr())
+            if hit is None:
+                untouched.append(j)
+            elif torch.equal(_storage_bytes(o), hit[1]):
+                same[j] = hit[0]
+        return untouched, same
 
 
 class Guard:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -54,8 +55,8 @@ MIN_CALLS = 2
 # 6.5 % within an evaluation and its median 6.5 % between evaluations, the reference's (by CUDA events) 0.3 %; the
 # candidate's reading is its batch's wall time, whose host overhead (0.47-0.63 ms a batch) only ever adds. So more
 # batches, and each side's time is the median of its fastest half of them (`low`), not of all
-MIN_BATCHES, MAX_BATCHES = 4, 12
-TARGET_SPREAD = 0.02
+MIN_BATCHES, MAX_BATCHES = (int(v) for v in os.environ.get("KS_CLOCK_BATCHES", "4:12").split(":"))
+TARGET_SPREAD = float(os.environ.get("KS_CLOCK_TARGET_SPREAD", "0.02"))
 FIXED_COST_SAMPLES = 7
 GRAPH_LAUNCH_CAP = 0.5e-3      # s: the most a batch's graph launch and wake-up is credited beyond the empty batch
 PROBE_MS = 0.1                 # the quiet-device probe: a sleep kernel this long at the device's highest clock
@@ -64,6 +65,10 @@ PROBE_MS = 0.1                 # the quiet-device probe: a sleep kernel this lon
 # contexts time-slice); the least of three probes is taken, so host jitter alone (an idle outlier read 0.58) is not
 PROBE_SLACK = 1.5
 PROBE_BUSY_MS = PROBE_SLACK * PROBE_MS + 0.05   # the least of three probes over this: the device is shared
+# the timed steps wait for a reply polling, not asleep (judge and runner alike; a wake-up adds tens of microseconds,
+# varying, to a batch's wall time): a runner answering a ping stays awake this long for the batch that follows, and
+# the judge polls this long for each timed step's reply. KS_CLOCK_SPIN_S=0 turns it off (bench/clock_spread_gpu.py)
+SPIN_S = float(os.environ.get("KS_CLOCK_SPIN_S", "0.05"))
 PROBE_TRIES = 20               # re-probed every 50 ms before the device counts as busy
 
 
@@ -128,9 +133,15 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
 
     `secret` is the evaluation's seed; `tolerance(case)` the timed outputs' (atol, rtol); `lease(kind)` holds the
     device ("shared" or "exclusive"); the timing plan and the loop's laps are written into `detail`."""
+    case = talk.problem.timed_case if talk.mode == "cuda" else talk.problem.cpu_timed_case()
+    with lease("timing"):   # one timing stage at a time per device: its batches are sized to the memory free
+        return _time_sides(talk, case, secret=secret, tolerance=tolerance, lease=lease, detail=detail)
+
+
+def _time_sides(talk: Conversation, case: Case, *, secret: int, tolerance: Callable[[Case], tuple[float, float]],
+                lease: Callable[[str], ContextManager], detail: dict) -> TimingResult:
     cuda = talk.mode == "cuda"
     problem, mem, settings = talk.problem, talk.mem, talk.settings
-    case = problem.timed_case if cuda else problem.cpu_timed_case()
     seed = derive_seed(secret, "timing")
     atol, rtol = tolerance(case)   # the problem's, or eager's own error where that decided correctness
 
@@ -288,11 +299,12 @@ def _timed_batch(talk: Conversation, sides: dict, b: int, n: int):
         elif talk.mode == "cuda":
             quiet_device(talk)   # the candidate is frozen here: nothing of it may still be running on the device
         tp = time.perf_counter()
-        talk.ask(r, {"op": "ping"}, "a ping", "timing")
+        spin = SPIN_S if talk.mode == "cuda" else 0.0   # the CPU machines' two cores are the runners'
+        talk.ask(r, {"op": "ping", "spin_s": spin}, "a ping", "timing", spin_s=spin)
         t0 = time.perf_counter()
         pings[name] = t0 - tp
         done, _ = talk.ask(r, {"op": "batch", "slots": list(range(n)), "n": n, "events": True},
-                           "a timed batch", "timing")
+                           "a timed batch", "timing", spin_s=spin)
         t1 = time.perf_counter()
         events[name] = done.get("event_ms")   # the candidate's is its word: it can only lower its credit (above)
         if name == "candidate":

@@ -106,6 +106,12 @@ class Judge(OffRangeChecks):
         if self.language == "triton" and reply.get("launches") == 0:
             raise CandidateFailure(Status.rejected, f"kernel-launch check: {what} launched none of the candidate's "
                                    "own Triton kernels (the work was done some other way)", stage=stage)
+        if reply.get("untouched") or reply.get("unwritten"):
+            raise CandidateFailure(Status.rejected, f"kernel-launch check: {what}'s output "
+                                   + ("was never an argument of the candidate's own Triton kernels"
+                                      if reply.get("untouched") else "held its final value before the first of the "
+                                      "candidate's Triton kernels that took it ran, and that kernel did not write it")
+                                   + " (the work was done some other way)", stage=stage)
         if reply.get("alias"):
             raise CandidateFailure(Status.rejected, f"aliasing check: output {reply['alias'][0]} of {what} shares "
                                    "storage with an input (a view of the input, not a result of its own)",

@@ -220,12 +220,10 @@ class Runner:
         if self.device == "cuda":
             torch.cuda.reset_peak_memory_stats()
         try:
-            with torch.no_grad():
-                out = self.model(*inputs)
-            self.sync()
+            out, written = self._forward_watched(inputs)
         except BaseException as err:  # noqa: BLE001
             raise _Failure("call", err) from None
-        info = {"threads": threading.active_count() - threads,
+        info = {"threads": threading.active_count() - threads, **written,
                 "launches": (self.launches.launches(self.module_name) - launched) if self.launches else None,
                 "guard": self.guard.changed() if self.guard else [], "tf32": self._tf32_changed(),
                 "alias": _aliases(out, inputs),
@@ -239,6 +237,35 @@ class Runner:
         info["segs"] = segs
         self.kept = [out]
         return info, buffers
+
+    def _forward_watched(self, inputs: list) -> tuple[object, dict]:
+        """The candidate's forward, with the kernel-launch check's record of which storages its Triton kernels took
+        (anticheat.Writes): {"untouched": outputs no launch took, "unwritten": outputs its kernels did not write}."""
+        from kernelsearch.judge.anticheat import Writes
+
+        watch = self.launches is not None and self.language == "triton"
+        if watch:
+            self.launches.watch = Writes(self.module_name, inputs)
+        try:
+            with torch.no_grad():
+                out = self.model(*inputs)
+            self.sync()
+            if not watch:
+                return out, {}
+            outs = wire.flat_tensors(out)
+            untouched, same = self.launches.watch.verdict(outs)
+            unwritten = []
+            if same:   # the same bytes as before its first kernel: again, with that memory filled first
+                self.launches.watch = Writes(self.module_name, inputs, poison=set(same.values()))
+                with torch.no_grad():
+                    again = wire.flat_tensors(self.model(*inputs))
+                self.sync()
+                unwritten = [j for j in same if j >= len(again) or not torch.equal(
+                    again[j].detach().reshape(-1).view(torch.uint8), outs[j].detach().reshape(-1).view(torch.uint8))]
+            return out, {"untouched": untouched if len(untouched) == len(outs) else [], "unwritten": unwritten}
+        finally:
+            if watch:
+                self.launches.watch = None
 
     def op_warm(self, req: dict) -> dict:
         """The candidate's forward on a slot with its Triton kernels compiled but not launched (GPU), so that the
@@ -348,8 +375,10 @@ class Runner:
 
     # -- loop -------------------------------------------------------------------------------------------------
     def serve(self) -> None:
+        spin = 0.0
         while True:
             try:
+                wire.spin_until_readable(self.sock, spin)   # after a ping the batch follows at once: awake for it
                 req, buffers = wire.recv(self.sock)
             except EOFError:
                 return
@@ -363,6 +392,7 @@ class Runner:
                     raise _Failure("protocol", f"unknown op {op!r}")
                 res = handler(req, buffers) if op in ("build", "inputs") else handler(req)
                 header, bufs = res if isinstance(res, tuple) else (res, [])
+                spin = float(req.get("spin_s") or 0.0) if op == "ping" else 0.0
                 self.reply(header, bufs)
             except _Failure as f:
                 err = f.err if isinstance(f.err, BaseException) else None

@@ -12,15 +12,25 @@ GATE_SHARE = 0.9   # of a GPU's memory, what the evaluations admitted at once ma
 class DeviceLease:
     """One GPU's lease: many `shared` holders (correctness checks) or one `exclusive` holder (a timing), never
     both, so nothing else runs on a device while a candidate is timed on it. A waiting timing goes first: no new
-    shared holder is admitted while one waits, and shared holds are short (one shape case each)."""
+    shared holder is admitted while one waits, and shared holds are short (one shape case each).
+
+    `timing`, held around a whole timing stage (its slots, graphs and priming batch under `shared`, then its loop
+    under `exclusive`): one evaluation's timing at a time per device. A timing stage sizes its batches to the memory
+    it finds free (judge/memory.timing_calls: gigabytes of fresh inputs a side); two sizing at once each counted
+    the other's share as free, and the second to allocate ran out of memory (issue 30: 1 of 16 harness evaluations,
+    1 of 49 KernelBench ones). It is asked for holding no other lease, so it cannot wait on a holder of one."""
 
     def __init__(self) -> None:
         self._cond = asyncio.Condition()
         self._shared = 0
         self._exclusive = False
         self._waiting = 0
+        self._timing = asyncio.Lock()
 
     async def acquire(self, kind: str) -> None:
+        if kind == "timing":
+            await self._timing.acquire()
+            return
         async with self._cond:
             if kind == "exclusive":
                 self._waiting += 1
@@ -36,6 +46,9 @@ class DeviceLease:
                 raise ValueError(f"lease kind must be shared or exclusive, not {kind!r}")
 
     def release(self, kind: str) -> None:
+        if kind == "timing":
+            self._timing.release()
+            return
         if kind == "exclusive":
             self._exclusive = False
         else:

@@ -318,16 +318,16 @@ class EvaluatorPool:
         """The judge's side of the lease protocol, until its result: (the result or None, seconds waited for
         leases). Time waiting for a lease is not charged to the candidate's timeout."""
         timeout_s = self.s.evaluation.timeout_s
-        held: str | None = None   # the kind of lease the judge holds now
+        held: list[str] = []   # the kinds of lease the judge holds now (`timing` around `shared` or `exclusive`)
         lease_t0 = lease_wait = spent = 0.0
         mark = time.monotonic()
 
-        def release() -> None:
-            nonlocal held
-            self._leases[gpu].release(held)
-            if held == "exclusive":
+        def release(kind: str | None = None) -> None:
+            kind = kind if kind in held else held[-1]
+            held.remove(kind)
+            self._leases[gpu].release(kind)
+            if kind == "exclusive":
                 self.lease_log.append((gpu, lease_t0, time.monotonic()))
-            held = None
         try:
             while True:
                 remaining = timeout_s - spent - (time.monotonic() - mark)
@@ -342,15 +342,15 @@ class EvaluatorPool:
                     kind = msg.get("kind", "exclusive")
                     asked = time.monotonic()
                     await self._leases[gpu].acquire(kind)
-                    held = kind
+                    held.append(kind)
                     now = time.monotonic()
                     lease_wait += now - asked
                     if kind == "exclusive":
                         lease_t0 = now
                     mark = now
                     os.write(ctrl_w, b"grant\n")
-                elif msg["type"] == "lease_release" and held is not None:
-                    release()
+                elif msg["type"] == "lease_release" and held:
+                    release(msg.get("kind"))
                 elif msg["type"] == "result":
                     return EvalResult.from_json(json.dumps(msg["result"])), lease_wait
         except asyncio.TimeoutError:
@@ -360,7 +360,7 @@ class EvaluatorPool:
             return EvalResult.failure(Status.crash, f"garbled message from the judge: {err}",
                                       stage="worker"), lease_wait
         finally:
-            if held is not None:
+            while held:
                 release()
 
     async def _run(self, source: str, problem_ref: dict, gpu: int) -> EvalResult:

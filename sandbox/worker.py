@@ -47,7 +47,7 @@ def main(result_fd: int | None = None, runner_fds: list[int] | None = None) -> N
         try:
             yield
         finally:
-            send({"type": "lease_release"})
+            send({"type": "lease_release", "kind": kind})
 
     try:
         import torch

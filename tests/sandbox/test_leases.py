@@ -100,3 +100,42 @@ def test_device_lease_keeps_checks_off_a_device_while_it_times():
     # the timing starts only after both checks ended, and c3 (asked while the timing waited) after it ended
     assert at[("start", "t1")] >= max(at[("end", "c1")], at[("end", "c2")])
     assert at[("start", "c3")] >= at[("end", "t1")]
+
+
+def test_one_timing_stage_at_a_time_on_a_device_beside_its_checks():
+    """`timing` (held around a timing stage, whose batches are sized to the free memory) admits one holder at a time
+    and keeps no check off the device; inside it the stage takes `shared` then `exclusive` as before."""
+    import asyncio
+
+    from kernelsearch.sandbox.pool import DeviceLease
+
+    spans: dict[str, list[float]] = {}
+
+    async def stage(lease, name, delay=0.0):
+        await asyncio.sleep(delay)
+        await lease.acquire("timing")
+        loop = asyncio.get_running_loop()
+        spans[name] = [loop.time()]
+        await lease.acquire("shared")   # slots and graphs, beside checks
+        await asyncio.sleep(0.05)
+        lease.release("shared")
+        await lease.acquire("exclusive")
+        await asyncio.sleep(0.05)
+        lease.release("exclusive")
+        spans[name].append(loop.time())
+        lease.release("timing")
+
+    async def check(lease, name, delay):
+        await asyncio.sleep(delay)
+        await lease.acquire("shared")
+        spans[name] = [asyncio.get_running_loop().time()]
+        await asyncio.sleep(0.01)
+        lease.release("shared")
+
+    async def main():
+        lease = DeviceLease()
+        await asyncio.gather(stage(lease, "a"), stage(lease, "b", 0.01), check(lease, "c", 0.02))
+
+    asyncio.run(main())
+    assert spans["b"][0] >= spans["a"][1]                          # the second stage waited for the first
+    assert spans["c"][0] < spans["a"][1]                           # a check ran while the first stage held `timing`

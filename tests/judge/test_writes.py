@@ -1,0 +1,92 @@
+"""The kernel-launch check's second half (judge/anticheat.Writes, run by the candidate's runner): the candidate's own
+Triton kernels must have written its output. A launch that takes no output, or takes the output torch already
+computed and leaves it as it was, does not count; an honest kernel writing into memory that happened to hold the same
+answer from an earlier call does."""
+from __future__ import annotations
+
+import socket
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from kernelsearch.judge.anticheat import LaunchCounter
+from kernelsearch.judge.runner import Runner
+
+
+@triton.jit
+def _double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+@triton.jit
+def _touch(y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    v = tl.load(y_ptr + offs, mask=offs < n)
+    tl.store(y_ptr + offs, v, mask=offs < 0)   # stores nothing
+
+
+def _honest(x):
+    y = torch.empty_like(x)
+    _double[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), BLOCK=64)
+    return y
+
+
+def _precomputed(x):   # torch did the work; its kernel takes the output and writes none of it
+    y = x * 2
+    _touch[(1,)](y, y.numel(), BLOCK=64)
+    return y
+
+
+def _dummy(x):         # a one-element launch beside the work
+    d = torch.empty(1)
+    _touch[(1,)](d, 1, BLOCK=64)
+    return x * 2
+
+
+_STALE: list = []
+
+
+def _stale(x):         # honest, but its output memory already holds the answer (an earlier call's)
+    y = _STALE[0] if _STALE else torch.empty_like(x)
+    _double[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), BLOCK=64)
+    _STALE[:] = [y]
+    return y
+
+
+@pytest.fixture()
+def runner():
+    a, b = socket.socketpair()
+    r = Runner(a)
+    r.language = "triton"
+    r.module_name = __name__
+    r.launches = LaunchCounter()
+    r.launches.install()
+    yield r
+    a.close()
+    b.close()
+
+
+@pytest.mark.parametrize("forward, verdict", [
+    (_honest, {"untouched": [], "unwritten": []}),
+    (_precomputed, {"untouched": [], "unwritten": [0]}),
+    (_dummy, {"untouched": [0], "unwritten": []}),
+])
+def test_which_outputs_the_candidates_kernels_wrote(runner, forward, verdict):
+    runner.model = forward
+    x = torch.randn(300)
+    out, written = runner._forward_watched([x])
+    assert torch.equal(out, x * 2)
+    assert written == verdict
+    assert runner.launches.watch is None
+
+
+def test_an_honest_kernel_over_memory_that_held_the_answer_is_not_flagged(runner):
+    runner.model = _stale
+    x = torch.randn(300)
+    _, first = runner._forward_watched([x])
+    out, again = runner._forward_watched([x])   # the same memory, the same answer in it before the kernel ran
+    assert first == again == {"untouched": [], "unwritten": []}
+    assert torch.equal(out, x * 2)

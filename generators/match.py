@@ -360,7 +360,10 @@ def _gemm_epilogue(traced: Traced) -> Match | None:
                f"GEMM, then one generated elementwise kernel)")
     args = ", ".join([o.expr for o in pg.operands] + pg.numbers)
     body = [f"y = matmul({x.name}, {w_expr})", f"return pointwise({args})"]
-    space = adapted_space("matmul", traced, body, summary)
+    # the GEMM's tiles sized to its M, N and K (a one-tile problem does not start from the 128 x 256 TMA default)
+    case = Case("problem", {"m": int(x.shape[0]), "n": int(m.shape[-1]), "k": int(x.shape[1])},
+                str(x.dtype).removeprefix("torch."), timed=True)
+    space = adapted_space("matmul", traced, body, summary, case=case, case_limits=True)
     epilogue = render_kernel(pg, dict(POINTWISE_DEFAULT), prefix="_pw")
     epilogue = epilogue.replace("import torch\nimport triton\nimport triton.language as tl\n", "", 1)
     return Match("gemm_epilogue", summary, with_helper(space, "\n\n" + epilogue.strip("\n") + "\n"))

@@ -564,14 +564,26 @@ TF32X3_MAX_K = 16384
 TF32X3_START = {"fp32_precision": "tf32x3", "BN": 128, "num_warps": 8}
 
 
+# a product too small to fill the device with the default's 128 x 256 tiles (fewer tiles than an H100 has SMs: the
+# 32 x 200 -> 120 GEMM of a level-2 chain is one tile, and ran at 0.054x of eager on the TMA-persistent default,
+# its host building descriptors for one program) starts from one program per 64 x 64 tile, no TMA
+SMALL_TILES = 132
+SMALL_START = {"variant": "tiled", "BM": 64, "BN": 64, "BK": 32, "num_warps": 4, "num_stages": 3}
+
+
 def _shaped(case, cases) -> dict:
     """The starter's knobs at another shape: a batched case starts from BATCHED_START; a 2-D one from the default
-    (family_at's model shapes keep starter.py); an fp32 one of K up to TF32X3_MAX_K multiplies by 3xTF32 on
-    128 x 128 tiles (NOTES.md: within the judge's fp32 tolerances, where the `ieee` FMA loop cannot beat cuBLAS's
-    SGEMM)."""
+    (family_at's model shapes keep starter.py), or SMALL_START where the default's tiles would not fill the device;
+    an fp32 one of K up to TF32X3_MAX_K multiplies by 3xTF32 on 128 x 128 tiles (NOTES.md: within the judge's fp32
+    tolerances, where the `ieee` FMA loop cannot beat cuBLAS's SGEMM), or on the small start's tiles."""
     knobs = dict(BATCHED_START) if any("batch" in c.params for c in cases) else {}
+    m, n = case.params.get("m"), case.params.get("n")
+    small = not knobs and m is not None and n is not None and \
+        -(-m // DEFAULT["BM"]) * -(-n // DEFAULT["BN"]) < SMALL_TILES
+    if small:
+        knobs.update(SMALL_START)
     if case.dtype == "float32" and case.params.get("k", TF32X3_MAX_K + 1) <= TF32X3_MAX_K:
-        knobs.update(TF32X3_START)
+        knobs.update({"fp32_precision": "tf32x3"} if small else TF32X3_START)
     return knobs
 
 

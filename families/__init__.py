@@ -34,3 +34,16 @@ def load_family(name: str) -> _judge.Problem:
 
 def family_at(name: str, params: dict[str, Any], dtype: str) -> _judge.Problem:
     return with_space(_judge.family_at(name, params, dtype))
+
+
+def starters(problem: _judge.Problem, language: str) -> list[str]:
+    """A family's round-0 kernels in `language` (search.language): its starter.py for triton, its starter_cuda.py (its
+    CUDA space's point at the problem's shape) for cuda, both for any; a family with no CUDA C++ space has none in
+    CUDA (the coder writes first kernels: kernelsearch.config)."""
+    space = getattr(problem.family, "CUDA_SPACE", None)
+    cuda = None
+    if space is not None:
+        cuda = space.render(space.default_for(problem.timed_case, problem.cases)) if "shape" in problem.ref else \
+            problem.family.CUDA_STARTER
+    codes = ([problem.starter_source] if language != "cuda" else []) + ([cuda] if language != "triton" else [])
+    return [c for c in codes if c]

@@ -92,6 +92,10 @@ class Judge(OffRangeChecks):
         self.language = check_source(self.source)
         self.detail["language"] = self.language
         self.detail.update(scan_source(self.source, self.language, allow=self.s.allow_torch))
+        if self.language == "cuda" and self.mode != "cuda":   # no GPU: compiled for sm_90a, then `unverified`
+            from kernelsearch.judge.cuda_check import judge_without_gpu
+
+            judge_without_gpu(self.source, self.detail, compile=self.s.aot_compile)
         pin_precision()
         self.talk.cand = self.talk.runner("candidate")
         self.cand.watch_strays = True   # its processes outside its group are looked for at every freeze

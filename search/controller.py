@@ -19,21 +19,21 @@ import time
 from typing import Callable
 
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, select
+from sqlmodel import Session
 
 from kernelsearch.agent.base import CodeTask, IdeaBrief, IdeaTask, SeedTask
 from kernelsearch.agent.errors import AuthError
 from kernelsearch.agent.providers import make_provider
-from kernelsearch.agent.roles import Coder, FailedKernel, IdeaWriter, SeedView, device_text, prompt
-from kernelsearch.families import load_problem
+from kernelsearch.agent.roles import Coder, FailedKernel, IdeaWriter, SeedView, prompt
+from kernelsearch.families import load_problem, starters
 from kernelsearch.families.feasibility import refuse_infeasible
 from kernelsearch.judge.static import kernel_language
 from kernelsearch.sandbox.pool import EvaluatorPool
 from kernelsearch.search import strategies
-from kernelsearch.search.describe import describe_result, not_judged, why
+from kernelsearch.search.describe import describe_result, device_prompt, not_judged, why
 from kernelsearch.search.finalists import Retimer
 from kernelsearch.search.settings import SearchSetup
-from kernelsearch.store import Evaluation, Idea, Kernel, session_scope
+from kernelsearch.store import Evaluation, Idea, session_scope
 from kernelsearch.store import queries as q
 from kernelsearch.store.models import utcnow
 from kernelsearch.store.status import Status
@@ -93,6 +93,7 @@ class Controller:
         # the roles say what the config lets candidates call in torch in the contract they give the LLM
         # and the language the kernels are written in (search.language) and the device, from its measured ceilings
         lang = setup.search.language
+        self._device_prompt = lambda: device_prompt(engine, run_id, pool.mode)
         self.idea_writer = IdeaWriter(make_provider(setup.ideas, seed=seed), setup.ideas, setup.prices,
                                       self._record_call, allow_torch=setup.allow_torch, language=lang,
                                       device=self._device_prompt)
@@ -193,11 +194,7 @@ class Controller:
             result.detail["harness_attempts"] = earlier
         with session_scope(self.engine) as s:
             q.add_evaluation(s, result.row(kernel_id))
-            found = (result.detail or {}).get("language")   # the kernel's language is what its evaluation found
-            kernel = s.get(Kernel, kernel_id) if found in ("triton", "cuda") else None
-            if kernel is not None and kernel.language != found:
-                kernel.language = found
-                s.add(kernel)
+            q.set_language(s, kernel_id, (result.detail or {}).get("language"))   # as its evaluation found it
             shown = q.kernel_row(s, kernel_id)   # the run's reference figure over its time: the speedup shown
         self._save_progress()
         self.emit("evaluated", {"kernel_id": kernel_id, "status": result.status.value, "speedup": shown.speedup,
@@ -254,18 +251,11 @@ class Controller:
                 if not q.ideas_with_evaluations(s, self.run_id):   # a resumed run has its round-0 idea
                     self._add_first_idea(s, 0)
                 return
-            for code in self._starters():
+            # the config's starter file, else the family's in search.language (any: both, where it has both)
+            codes = [self.setup.starter.read_text()] if self.setup.starter else starters(self.problem,
+                                                                                         self.setup.search.language)
+            for code in codes:
                 self._add_kernel(s, code, round=0)
-
-    def _starters(self) -> list[str]:
-        """Round 0's kernels: the config's starter file; else the family's starter in search.language (`any`: its
-        Triton and its CUDA C++ starters, where it has both)."""
-        if self.setup.starter:
-            return [self.setup.starter.read_text()]
-        lang = self.setup.search.language
-        cuda = getattr(self.problem.family, "cuda_starter", lambda problem: None)(self.problem)
-        codes = ([self.problem.starter_source] if lang != "cuda" else []) + ([cuda] if lang != "triton" else [])
-        return [c for c in codes if c]
 
     def _add_first_idea(self, s: Session, rnd: int, sample: bool = False) -> None:
         again = "" if rnd == 0 else " (again: none of the earlier ones is correct)"
@@ -366,22 +356,6 @@ class Controller:
     def _last_round(self) -> int:
         with session_scope(self.engine) as s:
             return q.last_round(s, self.run_id)
-
-    def _device_prompt(self) -> str:
-        """The device as the system prompt names it: on a GPU, the ceilings the run's latest evaluation measured
-        (judge/roofline.py, `detail.ceilings`), never a datasheet's figures."""
-        ceil = None
-        if self.pool.mode == "cuda":
-            with session_scope(self.engine) as s:
-                rows = s.exec(select(Evaluation.detail_json).join(Kernel, Kernel.id == Evaluation.kernel_id)
-                              .where(Kernel.run_id == self.run_id, Evaluation.detail_json.contains('"ceilings"'))
-                              .order_by(Evaluation.id.desc()).limit(1)).all()
-            for raw in rows:
-                try:
-                    ceil = json.loads(raw or "{}").get("ceilings")
-                except ValueError:
-                    ceil = None
-        return device_text(self.pool.mode, ceil if isinstance(ceil, dict) else None)
 
     def _device_label(self) -> str:
         return "cpu-interpreter" if self.pool.mode == "cpu" else "cuda"

@@ -2,8 +2,12 @@
 could not evaluate. Speedups are the run's reference figure over the kernel's own time (store/clock.py)."""
 from __future__ import annotations
 
-from kernelsearch.agent.roles import prompt
-from kernelsearch.store import Evaluation
+import json
+
+from sqlmodel import select
+
+from kernelsearch.agent.roles import device_text, prompt
+from kernelsearch.store import Evaluation, Kernel, session_scope
 from kernelsearch.store import queries as q
 from kernelsearch.store.status import Status
 
@@ -41,3 +45,19 @@ def describe_result(k: q.KernelRow | None) -> str:
     if k.roofline_fraction is not None:
         parts.append(f"{k.roofline_fraction:.0%} of roofline ({k.bottleneck}-bound)")
     return ", ".join(parts)
+
+
+def device_prompt(engine, run_id: int, mode: str) -> str:
+    """The device as the system prompt names it: on a GPU, from the ceilings the run's latest evaluation measured
+    (judge/roofline.py, its `detail.ceilings`), never a datasheet's figures (agent/roles.py device_text)."""
+    ceil = None
+    if mode == "cuda":
+        with session_scope(engine) as s:
+            raw = s.exec(select(Evaluation.detail_json).join(Kernel, Kernel.id == Evaluation.kernel_id)
+                         .where(Kernel.run_id == run_id, Evaluation.detail_json.contains('"ceilings"'))
+                         .order_by(Evaluation.id.desc()).limit(1)).first()
+        try:
+            ceil = json.loads(raw or "{}").get("ceilings")
+        except ValueError:
+            ceil = None
+    return device_text(mode, ceil if isinstance(ceil, dict) else None)

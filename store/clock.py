@@ -35,7 +35,7 @@ from kernelsearch.store.status import Status
 RETIME = "retime"                        # Evaluation.purpose of a re-timing; None: the kernel's own evaluation
 JUDGED = Evaluation.purpose.is_(None)    # the kernel's evaluation, its verdict (one a kernel; NULL in older rows)
 _OK = Status.ok.value
-_NOT_FAILED = (Status.ok.value, Status.harness_error.value)
+_NOT_FAILED = (Status.ok.value, Status.harness_error.value, Status.unverified.value)
 _COLUMNS = (Evaluation.kernel_id, Evaluation.purpose, Evaluation.status, Evaluation.device, Evaluation.time_ms,
             Evaluation.ref_time_ms, Evaluation.compile_ref_time_ms)
 

@@ -31,8 +31,9 @@ from kernelsearch.store.status import Status
 
 QUEUED = "queued"                 # the state of a kernel that has no evaluation yet
 STATUSES = tuple(s.value for s in Status)
-# not a failure of the kernel: ok, and harness_error (the judge failed in its own work; the kernel was not judged)
-_NOT_FAILED = (Status.ok.value, Status.harness_error.value)
+# not a failure of the kernel: ok, harness_error (the judge failed in its own work; the kernel was not judged) and
+# unverified (compiled where no GPU is; nothing ran)
+_NOT_FAILED = (Status.ok.value, Status.harness_error.value, Status.unverified.value)
 _is_error = case((LLMCall.status == "ok", 0), else_=1)   # an LLM call that did not return a usable reply
 
 
@@ -630,6 +631,14 @@ def add_idea(session: Session, run_id: int, *, round: int, parent_kernel_id: Opt
     session.add(idea)
     session.flush()
     return idea.id
+
+
+def set_language(session: Session, kernel_id: int, language: str | None) -> None:
+    """A kernel's language as its evaluation found it (the judge's static check: triton or cuda); None keeps it."""
+    kernel = session.get(Kernel, kernel_id) if language in ("triton", "cuda") else None
+    if kernel is not None and kernel.language != language:
+        kernel.language = language
+        session.add(kernel)
 
 
 def add_kernel(session: Session, run_id: int, *, code: str, code_hash: str, language: str, round: int = 0,

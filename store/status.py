@@ -11,3 +11,6 @@ class Status(str, Enum):
     crash = "crash"
     rejected = "rejected"   # anti-cheat
     harness_error = "harness_error"   # the judge failed in its own work (out of memory): not the candidate's
+    # compiled where no GPU is (CUDA C++ for sm_90a, judge/cuda_check.py), and not run: correctness and timing need
+    # a GPU. Not the kernel's failure, and never taken as a pass
+    unverified = "unverified"

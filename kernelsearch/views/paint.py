@@ -39,4 +39,5 @@ class Paint:
 
 STATUS_STYLE = {"ok": "bold green", "queued": "blue", "incorrect": "red", "compile_error": "magenta",
                 "timeout": "yellow", "crash": "red", "rejected": "bold red",
-                "harness_error": "cyan"}   # not the kernel's failure: the judge could not evaluate it
+                "harness_error": "cyan",   # not the kernel's failure: the judge could not evaluate it
+                "unverified": "cyan"}      # compiled where no GPU is, nothing ran: not the kernel's failure either

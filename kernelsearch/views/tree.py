@@ -17,7 +17,7 @@ from kernelsearch.views.paint import STATUS_STYLE, Paint, stdout_console
 from kernelsearch.views.session import DbOpt, fail, find_run, read_only_session, warn_damaged
 
 FAILED = "failed"          # --status failed: every evaluated status but ok and harness_error (not the kernel's)
-NOT_FAILED = (Status.ok.value, Status.harness_error.value, q.QUEUED)
+NOT_FAILED = (Status.ok.value, Status.harness_error.value, Status.unverified.value, q.QUEUED)
 
 
 class _TreeView:

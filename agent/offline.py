@@ -47,6 +47,10 @@ def _in_context(description: str, params: dict) -> str:
     return description if variant is None else f"{description} (on the {variant} kernel)"
 
 
+def _is_cuda(code: str) -> bool:
+    return "load_inline" in code
+
+
 def _approx_tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
@@ -58,18 +62,31 @@ class OfflineProvider:
         self.seed = seed
         self._matched: dict[str, tuple] = {}
 
-    def _space(self, problem_ref):
+    def _space(self, problem_ref, cuda: bool = False):
         """The search space and the problem's shape cases: every point proposed is feasible at each. A family's own
         space; for a problem that is not a family, the one its reference's graph matches (generators/match.py: the
-        generated pointwise family, or a family's template around the problem's ModelNew), found once per problem."""
-        key = json.dumps(problem_ref, sort_keys=True)
+        generated pointwise family, or a family's template around the problem's ModelNew), found once per problem.
+        `cuda`: the family's CUDA C++ space (space_cuda.py), which only the row families have."""
+        key = json.dumps(problem_ref, sort_keys=True) + ("|cuda" if cuda else "")
         if key not in self._matched:
             problem = load_problem(problem_ref)
+            if cuda:
+                space = getattr(problem.family, "CUDA_SPACE", None)
+                if space is None:
+                    raise ProviderError(f"offline provider: problem {problem.name!r} has no CUDA C++ search space "
+                                        "(the row families have one: softmax, rmsnorm, layernorm, reduce)")
+                self._matched[key] = (space, problem.cases)
+                return self._matched[key]
             try:
                 self._matched[key] = (match_problem(problem).space, problem.cases)
             except Unmatched as err:
                 raise ProviderError(str(err)) from None
         return self._matched[key]
+
+    def _space_of(self, problem_ref, code: str, language: str):
+        """The space a kernel is searched in: its own language's (CUDA C++ where it builds with load_inline); for a
+        first kernel (no code), search.language's (`any` starts in Triton)."""
+        return self._space(problem_ref, cuda=_is_cuda(code) if code else language == "cuda")
 
     async def complete(self, request: ChatRequest) -> ChatReply:
         task = request.task
@@ -88,13 +105,18 @@ class OfflineProvider:
 
     # -- ideas ------------------------------------------------------------------------------------------------
     def _ideas(self, task: IdeaTask) -> str:
-        space, cases = self._space(task.problem)
         rng = random.Random(f"{self.seed}/ideas/{task.round}")
         # kernels are compared by what they render to, so a move that only sets a knob the seed's variant ignores
-        # is not proposed as if it were new; the run's kernels are read back into the space's parameters here
-        seen = {space.body(space.params_of(c)) for c in task.seen_codes}
+        # is not proposed as if it were new; the run's kernels are read back into the space's parameters here (each
+        # language's kernels into its own space: a seed is searched in the language it is written in)
+        seen_in: dict[bool, set] = {}
         per_seed: list[list[dict]] = []
         for seed in task.seeds:
+            space, cases = self._space_of(task.problem, seed.code, task.language)
+            lang = _is_cuda(seed.code)
+            if lang not in seen_in:
+                seen_in[lang] = {space.body(space.params_of(c)) for c in task.seen_codes if _is_cuda(c) == lang}
+            seen = seen_in[lang]
             params = space.params_of(seed.code)
             seen.add(space.body(params))
             tried = {_idea_key(t, d) for t, d in seed.tried}
@@ -128,7 +150,8 @@ class OfflineProvider:
 
     # -- code -------------------------------------------------------------------------------------------------
     def _code(self, task: CodeTask) -> str:
-        space, cases = self._space(task.problem)
+        space, cases = self._space_of(task.problem, task.seed_code, task.language)
+        cuda = _is_cuda(task.seed_code) if task.seed_code else task.language == "cuda"
         idea = task.idea
         meta = idea.meta or {}
         base = space.params_of(task.seed_code or "")
@@ -149,7 +172,7 @@ class OfflineProvider:
         if why:   # an idea from elsewhere (another provider, a replay) at a point the H200 cannot run
             raise ProviderError(f"offline provider: the idea's parameters cannot run on an H200 at {why}")
         rng = random.Random(f"{self.seed}/code/{idea.id}/{json.dumps(params, sort_keys=True)}")
-        earlier = {space.body(space.params_of(c)) for c in task.earlier_codes if HEADER in c}
+        earlier = {space.body(space.params_of(c)) for c in task.earlier_codes if HEADER in c and _is_cuda(c) == cuda}
         variants = space.branches(params, task.branches, rng, fixed, avoid=earlier, cases=cases)
         chosen = variants[task.branch % len(variants)]
         code = space.render(chosen)

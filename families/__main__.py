@@ -1,4 +1,4 @@
-"""Write each family's starter.py: its search space's default, rendered.
+"""Write each family's starter.py (and starter_cuda.py): its search space's default, rendered.
 
     python -m kernelsearch.families            # rewrite the starters that differ from their space
     python -m kernelsearch.families --check    # only say which differ (exit 1 if any)
@@ -20,6 +20,16 @@ def rendered_starter(name: str) -> str:
     return space.render(space.default)
 
 
+def rendered_starters(name: str) -> dict[str, str]:
+    """Each starter file of a family and its space's default rendered: starter.py, and starter_cuda.py where the
+    family has a CUDA C++ space (space_cuda.py)."""
+    out = {"starter.py": rendered_starter(name)}
+    if (FAMILIES_DIR / name / "space_cuda.py").is_file():
+        space = importlib.import_module(f"kernelsearch.families.{name}.space_cuda").CUDA_SPACE
+        out["starter_cuda.py"] = space.render(space.default)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kernelsearch.families", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -27,14 +37,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     stale = []
     for name in family_names():
-        path = FAMILIES_DIR / name / "starter.py"
-        text = rendered_starter(name)
-        if path.is_file() and path.read_text() == text:
-            continue
-        stale.append(name)
-        if not args.check:
-            path.write_text(text)
-        print(f"{name}: starter.py {'differs from' if args.check else 'written from'} its space's default")
+        for file, text in rendered_starters(name).items():
+            path = FAMILIES_DIR / name / file
+            if path.is_file() and path.read_text() == text:
+                continue
+            stale.append(f"{name}/{file}")
+            if not args.check:
+                path.write_text(text)
+            print(f"{name}: {file} {'differs from' if args.check else 'written from'} its space's default")
     if not stale:
         print(f"all {len(family_names())} starters match their spaces")
     return 1 if args.check and stale else 0

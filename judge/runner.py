@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 
 import torch
 
@@ -90,6 +91,36 @@ def _guard_targets() -> dict:
     except ImportError:
         pass
     return t
+
+
+def _escaped_capture(g, outs, warned: list[str]) -> str | None:
+    """Why a captured graph does not do the candidate's work, or None. A kernel launched on the legacy default stream
+    (`kernel<<<grid, block, smem>>>`, no stream) runs during the capture and is not recorded in it: torch warns that
+    the graph is empty, and a replay writes nothing. Checked both ways: the warning, and the outputs poisoned (NaN)
+    and replayed once: a graph that writes none of them is no timing of the candidate."""
+    empty = next((w for w in warned if "graph is empty" in w.lower()), None)
+    floats = [t for t in _tensors(outs) if t.is_floating_point() and t.is_cuda and t.numel()]
+    if empty is None and floats:
+        for t in floats:
+            t.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        if any(not bool(t.isnan().all()) for t in floats):
+            return None
+    elif empty is None:
+        return None
+    return ("the CUDA graph captured none of its work (" + (f"torch: {empty[:120]}" if empty else
+            "a replay wrote none of its outputs") + "): a kernel launched on the legacy default stream "
+            "(kernel<<<grid, block, smem>>> with no stream) escapes capture; timed without a graph, by the batch's "
+            "wall clock and a device synchronize, on the stream it uses")
+
+
+def _tensors(x) -> list:
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in _tensors(v)]
+    return []
 
 
 class Runner:
@@ -321,13 +352,17 @@ class Runner:
             torch.cuda.current_stream().wait_stream(side)
             torch.cuda.synchronize()
             g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g), torch.no_grad():
+            with warnings.catch_warnings(record=True) as caught, torch.cuda.graph(g), torch.no_grad():
+                warnings.simplefilter("always")
                 outs = [self.model(*x) for x in slots]
             torch.cuda.synchronize()
+            escaped = _escaped_capture(g, outs, [str(w.message) for w in caught])
         except BaseException as err:  # noqa: BLE001 - not capturable: timed by an eager loop instead
             with contextlib.suppress(BaseException):
                 torch.cuda.synchronize()
             return {"graph": False, "why": _describe_exception(err)["text"][:300]}
+        if escaped:   # its kernels ran outside the graph: replays would do nothing; timed by the eager loop instead
+            return {"graph": False, "why": escaped, "escaped": True}
         self.graph = (key, g, outs)
         return {"graph": True}
 

@@ -2,9 +2,13 @@
 from pathlib import Path
 
 from kernelsearch.families.softmax.space import SPACE
+from kernelsearch.families.softmax.space_cuda import CUDA_SPACE
 
 # the space's default rendered, kept equal to it by tests/families/test_starters.py (regenerate with
 # `python -m kernelsearch.families`)
 STARTER = (Path(__file__).parent / "starter.py").read_text()
 
-__all__ = ["SPACE", "STARTER"]
+# the CUDA C++ space's default rendered (starter_cuda.py), kept equal to it the same way
+CUDA_STARTER = (Path(__file__).parent / "starter_cuda.py").read_text()
+
+__all__ = ["SPACE", "STARTER", "CUDA_SPACE", "CUDA_STARTER"]

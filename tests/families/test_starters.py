@@ -54,3 +54,26 @@ def test_the_starters_command_checks_and_rewrites(tmp_path, monkeypatch):
     assert starters.main([]) == 0
     assert (fake / "softmax" / "starter.py").read_text() == (FAMILIES_DIR / "softmax" / "starter.py").read_text()
     assert starters.main(["--check"]) == 0
+
+
+CUDA_FAMILIES = [n for n in FAMILIES if (FAMILIES_DIR / n / "space_cuda.py").is_file()]
+
+
+def test_the_row_families_have_cuda_starters():
+    assert set(CUDA_FAMILIES) >= {"softmax", "rmsnorm", "layernorm", "reduce"}
+
+
+@pytest.mark.parametrize("name", CUDA_FAMILIES)
+def test_cuda_starter_file_is_the_cuda_spaces_default_rendered_and_seeds_a_cuda_search(name):
+    from kernelsearch.families import starters
+    from kernelsearch.judge.static import check_source
+
+    text = (FAMILIES_DIR / name / "starter_cuda.py").read_text()
+    space = importlib.import_module(f"kernelsearch.families.{name}.space_cuda").CUDA_SPACE
+    assert text == space.render(space.default), f"{name}: rewrite starter_cuda.py (`python -m kernelsearch.families`)"
+    assert check_source(text) == "cuda" and "at::cuda::getCurrentCUDAStream()" in text
+    problem = load_family(name)
+    assert problem.family.CUDA_STARTER == text
+    assert starters(problem, "cuda") == [text]
+    assert starters(problem, "triton") == [problem.starter_source]
+    assert starters(problem, "any") == [problem.starter_source, text]

@@ -1,0 +1,263 @@
+"""CUDA C++ kernels over the rows of the last dimension (softmax, rmsnorm, layernorm, reduce): one template, its knobs,
+and a family's search space in CUDA C++ (`row_space`). The rendered candidate is one Python file that builds its
+kernels with `torch.utils.cpp_extension.load_inline` at import, launching on the current stream, as the CUDA contract
+asks (prompts/cuda_contract.md).
+
+The knobs, each a move of the offline search:
+- `rows_per`: `block` (a row to a block of `threads`; the reductions cross warps through shared memory) or `warp` (a
+  row to each warp, `threads / 32` rows a block; the reductions stay in the warp). A warp a row suits short rows: a
+  4096-wide bf16 row is 8 KB, 256 bytes a lane.
+- `threads`: the threads of a block (128 to 1024).
+- `vec_bytes`: the bytes one load or store moves (4, 8, 16: up to 8 bf16 or 4 fp32 elements), where the row's length
+  and the tensors' addresses allow it (the launcher checks; otherwise one element at a time).
+- `reduce`: `shuffle` (warp shuffles, then one value a warp through shared memory) or `shared` (a shared-memory tree).
+
+A family gives its part as `RowOp`: the kernel's extra parameters, its body over the row (`each` visits the row's
+elements, `write` stores y = f(column, x)), the host function's signature and the output's allocation. Every pass
+re-reads x from global memory (the second and third reads of a row mostly hit L1/L2); bytes and FLOPs are the
+family's (spec.py).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from kernelsearch.families.space import Move, SearchSpace, fill
+
+PARAMS: dict[str, list[Any]] = {"rows_per": ["block", "warp"], "threads": [128, 256, 512, 1024],
+                                "vec_bytes": [4, 8, 16], "reduce": ["shuffle", "shared"]}
+DEFAULT = {"rows_per": "block", "threads": 256, "vec_bytes": 16, "reduce": "shuffle"}
+
+
+@dataclass(frozen=True)
+class RowOp:
+    family: str           # the family's name: the extension's and the file's
+    title: str            # what the kernel computes, for the file's docstring
+    fn: str               # the host function Python calls
+    kernel_params: str    # the kernel's parameters after x and y ("const T* __restrict__ w, float eps, ")
+    body: str             # the kernel's work on its row (CUDA C++; `each`, `write`, `row_reduce<Sum|Max>`)
+    host_params: str      # the host function's parameters after x (", torch::Tensor w, double eps")
+    host_check: str       # host checks and contiguous copies of the extra tensors
+    host_args: str        # what the launcher passes after x and y (`ptr<T>(w), (float)eps, `)
+    launch_params: str    # the launcher's parameters after x and y ("const torch::Tensor& w, float eps, ")
+    launch_args: str      # the dispatch's arguments to the launcher after x and y ("w, (float)eps, ")
+    out: str              # the output's allocation
+    per_row_out: bool     # y holds one value a row (written by lane 0, never in vectors)
+    module: str           # the Python side: ModelNew calling `_EXT.<fn>`
+
+
+_REDUCE = {
+    "shuffle": """
+    #pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+    if (ROW_PER_WARP) return v;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads();   // the scratch of the previous reduction is free
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = lane < THREADS / 32 ? scratch[lane] : Op::id();
+    #pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;""",
+    "shared": """
+    if (ROW_PER_WARP) {   // the warp's 32 values through its own 32 slots
+        float* s = scratch + (threadIdx.x / 32) * 32;
+        const int lane = threadIdx.x % 32;
+        s[lane] = v;
+        __syncwarp();
+        for (int o = 16; o > 0; o >>= 1) {
+            if (lane < o) s[lane] = op(s[lane], s[lane + o]);
+            __syncwarp();
+        }
+        v = s[0];
+        __syncwarp();
+        return v;
+    }
+    __syncthreads();
+    scratch[threadIdx.x] = v;
+    __syncthreads();
+    for (int o = THREADS / 2; o > 0; o >>= 1) {
+        if (threadIdx.x < o) scratch[threadIdx.x] = op(scratch[threadIdx.x], scratch[threadIdx.x + o]);
+        __syncthreads();
+    }
+    v = scratch[0];
+    __syncthreads();
+    return v;""",
+}
+
+_CUDA = r'''
+#include <ATen/cuda/CUDAContext.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <vector>
+
+constexpr int THREADS = $THREADS;          // threads a block
+constexpr int VEC_BYTES = $VEC_BYTES;      // bytes a vector load or store moves, where the row allows it
+constexpr bool ROW_PER_WARP = $ROW_PER_WARP;  // a row to each warp (else a row to the block)
+
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+template <typename T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half(v); }
+
+template <typename T, int N> struct alignas(sizeof(T) * N) Vec { T v[N]; };
+
+struct Sum {
+    __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+    __device__ __forceinline__ static float id() { return 0.f; }
+};
+struct Max {
+    __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+    __device__ __forceinline__ static float id() { return -INFINITY; }
+};
+
+// the reduction over the threads that share a row (its warp, or its block): every one of them gets the result
+template <typename Op>
+__device__ __forceinline__ float row_reduce(float v, float* scratch) {
+    Op op;
+    $REDUCE
+}
+
+template <typename T, int V>
+__global__ void __launch_bounds__(THREADS) ${FAMILY}_kernel(
+        const T* __restrict__ x, T* __restrict__ y, ${KERNEL_PARAMS}
+        long rows, int cols) {
+    __shared__ float scratch[THREADS];
+    const int width = ROW_PER_WARP ? 32 : THREADS;
+    const int lane = ROW_PER_WARP ? threadIdx.x % 32 : threadIdx.x;
+    const long row = ROW_PER_WARP ? (long)blockIdx.x * (THREADS / 32) + threadIdx.x / 32 : (long)blockIdx.x;
+    if (row >= rows) return;   // (a whole warp: the reductions of a warp's row stay in it)
+    const T* xr = x + row * cols;
+    auto each = [&](auto&& f) {   // f(column, x) over this thread's elements, V at a time
+        for (int c = lane * V; c < cols; c += width * V) {
+            const Vec<T, V> a = *reinterpret_cast<const Vec<T, V>*>(xr + c);
+            #pragma unroll
+            for (int k = 0; k < V; ++k) f(c + k, to_f(a.v[k]));
+        }
+    };
+    auto write = [&](auto&& g) {   // y[column] = g(column, x), V at a time
+        T* yr = y + row * cols;
+        for (int c = lane * V; c < cols; c += width * V) {
+            const Vec<T, V> a = *reinterpret_cast<const Vec<T, V>*>(xr + c);
+            Vec<T, V> b;
+            #pragma unroll
+            for (int k = 0; k < V; ++k) b.v[k] = from_f<T>(g(c + k, to_f(a.v[k])));
+            *reinterpret_cast<Vec<T, V>*>(yr + c) = b;
+        }
+    };
+    $BODY
+}
+
+template <typename T> const T* cptr(const torch::Tensor& t) { return reinterpret_cast<const T*>(t.data_ptr()); }
+template <typename T> T* mptr(torch::Tensor& t) { return reinterpret_cast<T*>(t.data_ptr()); }
+
+template <typename T, int V>
+void launch(const torch::Tensor& x, torch::Tensor& y,
+            ${LAUNCH_PARAMS}long rows, int cols) {
+    const long per_block = ROW_PER_WARP ? THREADS / 32 : 1;
+    const dim3 grid((unsigned)((rows + per_block - 1) / per_block));
+    ${FAMILY}_kernel<T, V><<<grid, THREADS, 0, at::cuda::getCurrentCUDAStream()>>>(
+        cptr<T>(x), mptr<T>(y), ${HOST_ARGS}rows, cols);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename T>
+void dispatch(const torch::Tensor& x, torch::Tensor& y,
+              ${LAUNCH_PARAMS}long rows, int cols) {
+    constexpr int V = VEC_BYTES / (int)sizeof(T) > 0 ? VEC_BYTES / (int)sizeof(T) : 1;
+    const auto aligned = [](const torch::Tensor& t) {
+        return reinterpret_cast<uintptr_t>(t.data_ptr()) % (V * sizeof(T)) == 0;
+    };
+    if (V > 1 && cols % V == 0 && aligned(x) && ($PER_ROW_OUT || aligned(y)))
+        launch<T, V>(x, y, ${LAUNCH_ARGS}rows, cols);
+    else
+        launch<T, 1>(x, y, ${LAUNCH_ARGS}rows, cols);
+}
+
+torch::Tensor ${FN}(torch::Tensor x${HOST_PARAMS}) {
+    TORCH_CHECK(x.is_cuda(), "${FAMILY}: x must be a CUDA tensor");
+    TORCH_CHECK(x.dim() >= 1, "${FAMILY}: x needs a last dimension");
+    x = x.contiguous();
+    $HOST_CHECK
+    const int cols = (int)x.size(-1);
+    const long rows = cols ? (long)(x.numel() / cols) : 0;
+    $OUT
+    if (rows == 0 || cols == 0) return y;
+    switch (x.scalar_type()) {
+        case at::kFloat: dispatch<float>(x, y, ${LAUNCH_ARGS}rows, cols); break;
+        case at::kHalf: dispatch<__half>(x, y, ${LAUNCH_ARGS}rows, cols); break;
+        case at::kBFloat16: dispatch<__nv_bfloat16>(x, y, ${LAUNCH_ARGS}rows, cols); break;
+        default: TORCH_CHECK(false, "${FAMILY}: unsupported dtype ", x.scalar_type());
+    }
+    return y;
+}
+'''
+
+_FILE = '''"""$TITLE in CUDA C++: $HOW; $VEC-byte vector loads where the row
+allows them, $REDUCTIONS. Built once, at import, with load_inline; launched on the current stream."""
+import torch
+from torch.utils.cpp_extension import load_inline
+
+CUDA_SRC = r"""$CUDA"""
+
+CPP_SRC = "torch::Tensor ${FN}(torch::Tensor x${HOST_PARAMS});"
+
+_EXT = load_inline(name="$NAME", cpp_sources=CPP_SRC, cuda_sources=CUDA_SRC,
+                   functions=["$FN"], extra_cuda_cflags=["-O3"], verbose=False)
+
+
+$MODULE
+'''
+
+
+def render(op: RowOp, p: dict[str, Any]) -> str:
+    """The candidate file of `op` at the knobs `p` (no header: SearchSpace.render adds it)."""
+    values = {"THREADS": p["threads"], "VEC_BYTES": p["vec_bytes"],
+              "ROW_PER_WARP": "true" if p["rows_per"] == "warp" else "false", "REDUCE": _REDUCE[p["reduce"]],
+              "FAMILY": op.family, "KERNEL_PARAMS": op.kernel_params, "BODY": op.body,
+              "LAUNCH_PARAMS": op.launch_params,
+              "HOST_ARGS": op.host_args, "LAUNCH_ARGS": op.launch_args, "PER_ROW_OUT": str(op.per_row_out).lower(),
+              "FN": op.fn, "HOST_PARAMS": op.host_params, "HOST_CHECK": op.host_check, "OUT": op.out}
+    cuda = "\n".join(line.rstrip() for line in fill(_CUDA, values).split("\n"))
+    # a content-named extension: two variants never share torch's build folder
+    name = f"ks_{op.family}_{hashlib.sha256((cuda + json.dumps(p, sort_keys=True)).encode()).hexdigest()[:12]}"
+    how = ("a row to each warp" if p["rows_per"] == "warp" else "a row to each block") + f" of {p['threads']} threads"
+    reductions = "warp-shuffle reductions" if p["reduce"] == "shuffle" else "shared-memory tree reductions"
+    return fill(_FILE, {"TITLE": op.title, "HOW": how, "VEC": p["vec_bytes"], "REDUCTIONS": reductions,
+                        "CUDA": cuda, "FN": op.fn, "HOST_PARAMS": op.host_params, "NAME": name, "MODULE": op.module})
+
+
+def _moves() -> list[Move]:
+    moves = [Move("Row per warp", "Give each warp a row of its own (threads / 32 rows a block): the reductions stay in "
+                  "the warp, with no shared memory and no block barrier; suits rows of a few KB.",
+                  {"rows_per": "warp"}, when=lambda p: p["rows_per"] == "block"),
+             Move("Row per block", "Spread each row over a whole block: more threads share a long row's loads, the "
+                  "reductions cross warps through shared memory.", {"rows_per": "block"},
+                  when=lambda p: p["rows_per"] == "warp"),
+             Move("Warp-shuffle reductions", "Reduce with __shfl_xor_sync inside each warp, then one value a warp "
+                  "through shared memory: fewer barriers than a shared-memory tree.", {"reduce": "shuffle"},
+                  when=lambda p: p["reduce"] == "shared"),
+             Move("Shared-memory tree reductions", "Reduce through a shared-memory tree instead of warp shuffles.",
+                  {"reduce": "shared"}, when=lambda p: p["reduce"] == "shuffle")]
+    for t in PARAMS["threads"]:
+        moves.append(Move(f"{t} threads per block", f"Launch blocks of {t} threads: more threads hide more memory "
+                          "latency per row; fewer leave more blocks resident per SM.", {"threads": t},
+                          when=lambda p, t=t: p["threads"] != t))
+    for v in PARAMS["vec_bytes"]:
+        moves.append(Move(f"{v}-byte vector loads", f"Load and store {v} bytes per instruction (ld.global.v*): fewer "
+                          "memory instructions per byte moved, where the row's length allows.", {"vec_bytes": v},
+                          when=lambda p, v=v: p["vec_bytes"] != v))
+    return moves
+
+
+def row_space(op: RowOp, cases) -> SearchSpace:
+    """A family's search space in CUDA C++: the template at `op`, its knobs and moves; every point runs at every
+    case (a block's shared memory is `threads` floats, its registers a few dozen a thread)."""
+    return SearchSpace(params={k: list(v) for k, v in PARAMS.items()}, default=dict(DEFAULT),
+                       template=lambda p: render(op, p), moves=_moves(), tuning=["threads", "vec_bytes"],
+                       cases=cases)

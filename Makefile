@@ -15,6 +15,10 @@ $(STAMP): pyproject.toml setup.py
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	# nvcc for the sm_90a compile of CUDA C++ candidates on machines without a GPU (judge/cuda_check.py): the
+	# machine's, else NVIDIA's nvidia-cuda-nvcc wheels (nvidia/cu13/bin/nvcc in the venv)
+	command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || \
+		$(BIN)/python -m pip install -q nvidia-cuda-nvcc nvidia-cuda-cccl
 	touch $(STAMP)
 
 run: install

@@ -18,6 +18,7 @@ cluster started here is started without them, and every actor drops any it was g
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import time
@@ -65,8 +66,10 @@ def connect(address: str | None, hide: tuple[str, ...] = (), **local) -> bool:
         return False
     quiet = dict(include_dashboard=False, log_to_driver=False, logging_level="WARNING")
     if address is not None:
+        host = address.removeprefix("ray://").rsplit(":", 1)[0]
         try:
-            ray.init(address=address, **quiet)
+            with _loopback(host in ("127.0.0.1", "localhost")):
+                ray.init(address=address, **quiet)
         except (ConnectionError, RuntimeError, ValueError) as err:
             raise RayBackendError(f"ray.address: cannot join the cluster at {address!r}: {err}") from None
         return True
@@ -76,11 +79,30 @@ def connect(address: str | None, hide: tuple[str, ...] = (), **local) -> bool:
     os.environ.clear()
     os.environ.update(clean)   # the head's processes (and so every worker) inherit this environment
     try:
-        ray.init(object_store_memory=OBJECT_STORE_BYTES, _node_ip_address="127.0.0.1", **quiet, **local)
+        with _loopback(True):
+            ray.init(object_store_memory=OBJECT_STORE_BYTES, **quiet, **local)
     finally:
-        os.environ.clear()
-        os.environ.update(saved)
+        # this process's own variables back; what ray.init set (RAY_AUTH_MODE: token) stays, for the drivers it starts
+        os.environ.update({k: v for k, v in saved.items() if k not in clean})
+        if "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" not in saved:
+            del os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"]
     return True
+
+
+@contextlib.contextmanager
+def _loopback(on: bool):
+    """Ray on 127.0.0.1 (a cluster of this machine alone, or joining one): without this, Ray resolves the loopback
+    address to the machine's own and cannot reach a head that listens on loopback. Ray reads the switch
+    (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0) once, when it is imported, so its constant is set for the call."""
+    import ray
+
+    constants = ray._private.ray_constants
+    was = constants.ENABLE_RAY_CLUSTER
+    constants.ENABLE_RAY_CLUSTER = was and not on
+    try:
+        yield
+    finally:
+        constants.ENABLE_RAY_CLUSTER = was
 
 
 class Evaluator:
@@ -111,10 +133,10 @@ class Evaluator:
         return {"node": self.node, "pid": os.getpid(), "gpus": self.gpus, "mode": self.pool.mode,
                 "environ": sorted(os.environ), "initial_environ": initial}
 
-    async def evaluate(self, source: str, problem_ref: dict, file_text: str | None) -> str:
+    async def evaluate(self, source: str, problem_ref: dict, file_text: str | None, retime: bool = False) -> str:
         ref = _materialize(problem_ref, file_text)
-        result = await self.pool.evaluate(source, ref)
-        result.detail["node"] = self.node
+        result = await self.pool.evaluate(source, ref, retime=retime)
+        result.detail["ray"] = {"node": self.node, "pid": os.getpid(), "gpus": self.gpus}   # where it ran
         return result.to_json()
 
     def lease_log(self) -> list[tuple[int, float, float]]:
@@ -251,7 +273,7 @@ class RayPool:
         return self._file_texts[path]
 
     async def evaluate(self, source: str, problem_ref: dict,
-                       may_start: Callable[[], bool] | None = None) -> EvalResult | None:
+                       may_start: Callable[[], bool] | None = None, retime: bool = False) -> EvalResult | None:
         """As EvaluatorPool.evaluate, on the least loaded actor of the cluster; an actor lost mid-evaluation: tried
         once more on another, then a crash `node lost`."""
         ray = _ray()
@@ -270,7 +292,7 @@ class RayPool:
                 tried.append(actor)
                 actor.load += 1
                 try:
-                    return EvalResult.from_json(await actor.handle.evaluate.remote(source, problem_ref, text))
+                    return EvalResult.from_json(await actor.handle.evaluate.remote(source, problem_ref, text, retime))
                 except lost as err:
                     self._lose(actor, err)
                     errors.append(f"{type(err).__name__} on node {actor.info.get('node', '?')[:12]}")

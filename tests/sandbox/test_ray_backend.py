@@ -1,0 +1,177 @@
+"""evaluation.backend: ray on a local Ray cluster that declares two GPUs (num_gpus=2) while candidates run in Triton's
+interpreter: the actors, keys, lost actors, and a search's tree against the local backend's."""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import time
+
+import pytest
+
+from kernelsearch.config import ConfigError, parse_config
+from kernelsearch.judge.settings import EvalSettings
+from kernelsearch.judge.status import Status
+from kernelsearch.sandbox.pool import PoolSettings
+from kernelsearch.sandbox.settings import RaySettings
+from tests.helpers import ONLINE, cli, write_config
+
+KEY_VALUE = "sk-test-never-on-the-cluster"
+NAMED = "MY_LLM_VAR"   # a key variable whose name says nothing: only the config's api_key_env names it
+SLOW = "import time\ntime.sleep(8)\n" + ONLINE   # an evaluation long enough to kill its actor in the middle
+
+
+def test_backend_key_is_checked_and_named():
+    base = {"problem": "softmax", "llm": {"provider": "offline"}}
+    with pytest.raises(ConfigError, match=r"evaluation\.backend: Input should be 'local' or 'ray'"):
+        parse_config({**base, "evaluation": {"backend": "rey"}})
+    with pytest.raises(ConfigError, match=r"ray: read only under evaluation\.backend: ray"):
+        parse_config({**base, "ray": {"address": "auto"}})
+    with pytest.raises(ConfigError, match=r"ray\.evaluations_per_actor"):
+        parse_config({**base, "evaluation": {"backend": "ray"}, "ray": {"evaluations_per_actor": 0}})
+    cfg = parse_config({**base, "evaluation": {"backend": "ray", "timeout_s": 30}, "ray": {"address": "auto"}})
+    assert cfg.ray.address == "auto"
+    # the judge is handed its own settings, without the backend (its EvalSettings forbids unknown keys)
+    assert type(cfg.evaluation.judge_settings()) is EvalSettings
+    assert cfg.evaluation.judge_settings().timeout_s == 30
+    # a stored config (every default written out) parses again, under either backend: resume reads it
+    local = parse_config(base)
+    assert parse_config(local.model_dump(mode="json")).evaluation.backend == "local"
+    assert parse_config(cfg.model_dump(mode="json")).ray.address == "auto"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray = pytest.importorskip("ray", reason="the Ray backend's tests need ray: pip install 'kernelsearch[ray]' "
+                                            "(make install brings it through the dev extra)")
+    from kernelsearch.sandbox.ray_backend import connect
+
+    saved = dict(os.environ)
+    os.environ.update({"KS_TEST_API_KEY": KEY_VALUE, NAMED: KEY_VALUE, "KS_TEST_PLAIN": "1"})
+    try:
+        if ray.is_initialized():
+            ray.shutdown()
+        assert connect(None, hide=(NAMED,), num_cpus=2, num_gpus=2)
+        yield ray
+    finally:
+        ray.shutdown()
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _pool(concurrency=2, **ray_over):
+    from kernelsearch.sandbox.ray_backend import RayPool
+
+    return RayPool(PoolSettings(concurrency=concurrency, evaluation=EvalSettings(timeout_s=60, trials=1)),
+                   RaySettings(**ray_over), device="auto", hide=(NAMED,))
+
+
+def test_no_key_reaches_an_actor(cluster):
+    assert os.environ["KS_TEST_API_KEY"] == KEY_VALUE and os.environ[NAMED] == KEY_VALUE   # the controller holds both
+    pool = _pool()
+    try:
+        actors = pool.describe()
+        assert sorted(g for a in actors for g in a["gpus"]) == [0, 1]   # one actor per declared GPU
+        for a in actors:   # read from inside each actor: its environment now, and the one its process started with
+            for names in (a["environ"], a["initial_environ"]):
+                assert "KS_TEST_API_KEY" not in names and NAMED not in names
+                assert "KS_TEST_PLAIN" in names   # the controller's other variables do reach it: the check can fail
+    finally:
+        pool.close()
+
+
+@pytest.mark.slow   # ~23 s on 2 cores: two actors' fork servers start torch, then four evaluations
+def test_evaluations_spread_over_both_gpus_and_timings_never_overlap_on_one(cluster):
+    from kernelsearch.families import load_problem
+
+    ref = load_problem("softmax").ref
+    pool = _pool(concurrency=4)
+    try:
+        assert pool.mode == "cpu"   # declared GPUs, no CUDA device: the interpreter, as the local pool on this machine
+        results = asyncio.run(_gather(pool, [ONLINE] * 4, ref))
+        assert [r.status for r in results] == [Status.ok] * 4
+        assert sorted(r.detail["ray"]["gpus"][0] for r in results) == [0, 0, 1, 1]
+        log = pool.lease_log()
+        for gpu in (0, 1):
+            held = sorted((t0, t1) for _, g, t0, t1 in log if g == gpu)
+            assert len(held) >= 2   # each evaluation's timing held its GPU's lease
+            assert all(a[1] <= b[0] for a, b in zip(held, held[1:]))
+    finally:
+        pool.close()
+
+
+async def _gather(pool, sources, ref):
+    return await asyncio.gather(*(pool.evaluate(s, ref) for s in sources))
+
+
+async def _kill_when_running(pool, pids_killed: list[int], times: int) -> None:
+    """SIGKILL the process of the actor that runs the evaluation, `times` times, each a second into its run."""
+    while len(pids_killed) < times:
+        busy = [a for a in pool._live if a.load and a.info["pid"] not in pids_killed]
+        if busy:
+            await asyncio.sleep(1.5)
+            pid = busy[0].info["pid"]
+            os.kill(pid, signal.SIGKILL)
+            pids_killed.append(pid)
+        await asyncio.sleep(0.1)
+
+
+@pytest.mark.slow   # ~30 s on 2 cores: three evaluations of 8 s, actors started again
+def test_an_actor_killed_mid_evaluation_is_retried_elsewhere_then_recorded_as_node_lost(cluster):
+    from kernelsearch.families import load_problem
+
+    ref = load_problem("softmax").ref
+    pool = _pool(concurrency=1)
+    try:
+        async def once(times):
+            killed: list[int] = []
+            killer = asyncio.ensure_future(_kill_when_running(pool, killed, times))
+            result = await pool.evaluate(SLOW, ref)
+            killer.cancel()
+            return result, killed
+
+        result, killed = asyncio.run(once(1))   # lost once: run again on the other actor, and judged
+        assert result.status == Status.ok, result.reason
+        assert result.detail["ray"]["pid"] != killed[0]
+        assert len(pool.lost) == 1 and pool.lost[0]["pid"] == killed[0]
+        result, killed = asyncio.run(once(2))   # lost on both tries: a crash, node lost
+        assert result.status == Status.crash
+        assert result.reason.startswith("node lost")
+        t0 = time.monotonic()
+        result = asyncio.run(pool.evaluate(ONLINE, ref))   # the run goes on, on the replacement actors
+        assert result.status == Status.ok, result.reason
+        assert result.detail["ray"]["pid"] not in killed and time.monotonic() - t0 < 60
+    finally:
+        pool.close()
+
+
+def _shape(db):
+    con = sqlite3.connect(db)
+    try:
+        ideas = con.execute("SELECT i.round, count(k.id) FROM idea i LEFT JOIN kernel k ON k.idea_id = i.id "
+                            "GROUP BY i.id ORDER BY i.round, i.id").fetchall()
+        kernels = con.execute("SELECT k.round, k.idea_id IS NULL, e.status, e.purpose FROM kernel k JOIN evaluation e "
+                              "ON e.kernel_id = k.id ORDER BY k.round").fetchall()
+        runs = con.execute("SELECT status, stop_reason, device FROM run").fetchall()
+    finally:
+        con.close()
+    return ideas, sorted(kernels, key=str), runs
+
+
+@pytest.mark.slow   # two small searches through the CLI, ~50 s on 2 cores
+def test_a_search_on_ray_stores_the_tree_the_local_backend_stores(cluster, tmp_path):
+    search = {"rounds": 2, "ideas_per_round": 2, "branches_per_idea": 1, "concurrency": 2, "timings": 1}
+    shapes = []
+    for backend in ("local", "ray"):
+        folder = tmp_path / backend
+        folder.mkdir()
+        extra = {"ray": {"address": cluster.get_runtime_context().gcs_address}} if backend == "ray" else {}
+        cfg = write_config(folder, device="auto", search=search, evaluation={"backend": backend}, **extra)
+        r = cli("run", str(cfg), "--name", "t", cwd=folder)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        shapes.append(_shape(folder / "ks.db"))
+    assert shapes[0] == shapes[1]
+    ideas, kernels, runs = shapes[1]
+    assert runs == [("finished", "rounds_done", "cpu-interpreter")]
+    assert len(ideas) == 4 and len(kernels) == 5

@@ -96,12 +96,19 @@ class Judge(OffRangeChecks):
             from kernelsearch.judge.cuda_check import judge_without_gpu
 
             judge_without_gpu(self.source, self.detail, compile=self.s.aot_compile)
+        ext_cache = None
+        if self.language == "cuda" and self.mode == "cuda":   # its extensions built once per content (cuda_build.py)
+            from kernelsearch.judge.cuda_build import build_ahead
+
+            uid = (self.candidate_user or {}).get("uid")
+            ext_cache = build_ahead(self.source, self.detail, shared=uid is not None and uid != os.getuid())
         pin_precision()
         self.talk.cand = self.talk.runner("candidate")
         self.cand.watch_strays = True   # its processes outside its group are looked for at every freeze
         self.cand.uid = (self.candidate_user or {}).get("uid")
         reply, _ = self.talk.ask(self.cand, {"op": "load", "role": "candidate", "path": self.candidate_path,
-                                         "language": self.language}, "loading the candidate", "compile")
+                                         "language": self.language, "ext_cache": ext_cache},
+                                 "loading the candidate", "compile")
         self.talk.advisories(reply, "after loading", "compile")
 
     def _call(self, slot: int, inputs: list, views: list | None, what: str, stage: str = "correctness"):

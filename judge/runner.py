@@ -191,6 +191,10 @@ class Runner:
         self.language = req.get("language")
         if os.environ.get("TRITON_INTERPRET") == "1":
             _autotune_first_config()
+        if self.language == "cuda" and req.get("ext_cache"):   # the judge's builds of its extensions (cuda_build.py)
+            from kernelsearch.judge.cuda_build import use_builds
+
+            use_builds(req["ext_cache"])
         self.launches = LaunchCounter()
         self.launches.install()
         self.guard = Guard(_guard_targets())

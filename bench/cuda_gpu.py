@@ -119,11 +119,18 @@ def streams(tmp: Path, repeats: int) -> list[dict]:
         path.write_text(src)
         for i in range(repeats):
             d = run_eval("softmax", path, 600)
-            graph = (d.get("detail") or {}).get("timing_plan", {}).get("graphs", {}).get("candidate")
+            detail = d.get("detail") or {}
+            graph = detail.get("timing_plan", {}).get("graphs", {}).get("candidate")
+            # the judge's build of its extension (judge/cuda_build.py): the second evaluation's should be cached
+            built = detail.get("cuda_build") or {}
+            build = built.get("skipped") or [(e.get("status"), e.get("cached"), e.get("build_s"))
+                                             for e in built.get("extensions", [])]
+            compile_s = detail.get("stage_s", {}).get("compile")
             rows.append({"launch": label, "i": i, "status": d.get("status"), "time_ms": d.get("time_ms"),
-                         "speedup": d.get("speedup"), "graph": graph})
+                         "speedup": d.get("speedup"), "graph": graph, "build": build, "compile_s": compile_s})
             say(f"{label:15s} #{i}: {d.get('status')} time_ms {d.get('time_ms')} speedup {d.get('speedup')} "
-                f"graph {str(graph)[:160]} {d['wall_s']} s | {str(d.get('reason'))[:200]}")
+                f"graph {str(graph)[:160]} build {build} compile stage {compile_s} s, {d['wall_s']} s | "
+                f"{str(d.get('reason'))[:200]}")
     return rows
 
 
@@ -174,9 +181,10 @@ def main() -> None:
         say(f"| {r['family']} | {r['case']} | {f['eager_ms']} | {f['compile_ms']} | {f['triton_ms']} | "
             f"{f['cuda_ms']} | {r['cuda_over_triton']} | {r['build_cold_s']} | {r['build_warm_s']} |")
     if stream_rows:
-        say("\n| launch | status | time ms | graph |\n|---|---|---|---|")
+        say("\n| launch | status | time ms | compile stage s | judge's build | graph |\n|---|---|---|---|---|---|")
         for r in stream_rows:
-            say(f"| {r['launch']} | {r['status']} | {r['time_ms']} | {str(r['graph'])[:60]} |")
+            say(f"| {r['launch']} | {r['status']} | {r['time_ms']} | {r['compile_s']} | {str(r['build'])[:50]} | "
+                f"{str(r['graph'])[:60]} |")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from round3_gpu import run_eval  # noqa: E402 - the one copy of `kernelsearch ev
 OUT = Path(os.environ.get("OUT", "/tmp"))
 LOG = OUT / "cuda_gpu.txt"
 FAMILIES = ("softmax", "rmsnorm", "layernorm", "reduce")
-CURRENT = ", 0, at::cuda::getCurrentCUDAStream()>>>("
+CURRENT = ", smem, at::cuda::getCurrentCUDAStream()>>>("
 
 
 def say(line: str) -> None:
@@ -43,7 +43,7 @@ def say(line: str) -> None:
 
 def legacy(source: str) -> str:
     """The same kernel on the legacy default stream, under an extension name of its own."""
-    return source.replace(CURRENT, ">>>(").replace('name="ks_softmax_', 'name="ks_legacy_softmax_')
+    return source.replace(CURRENT, ", smem>>>(").replace('name="ks_softmax_', 'name="ks_legacy_softmax_')
 
 
 def build_times(source: str, ext_dir: Path) -> list[float]:

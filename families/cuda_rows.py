@@ -11,11 +11,12 @@ The knobs, each a move of the offline search:
 - `vec_bytes`: the bytes one load or store moves (4, 8, 16: up to 8 bf16 or 4 fp32 elements), where the row's length
   and the tensors' addresses allow it (the launcher checks; otherwise one element at a time).
 - `reduce`: `shuffle` (warp shuffles, then one value a warp through shared memory) or `shared` (a shared-memory tree).
+- `stash` (families that read a row more than once): `global` (each pass re-reads x through L1/L2) or `shared` (the
+  first pass keeps the row in dynamic shared memory for the others, where it fits in 200 KB).
 
 A family gives its part as `RowOp`: the kernel's extra parameters, its body over the row (`each` visits the row's
-elements, `write` stores y = f(column, x)), the host function's signature and the output's allocation. Every pass
-re-reads x from global memory (the second and third reads of a row mostly hit L1/L2); bytes and FLOPs are the
-family's (spec.py).
+elements, `write` stores y = f(column, x)), the host function's signature and the output's allocation. A pass after
+the first re-reads x through L1/L2, or from shared memory (`stash`); bytes and FLOPs are the family's (spec.py).
 """
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ class RowOp:
     launch_args: str      # the dispatch's arguments to the launcher after x and y ("w, (float)eps, ")
     out: str              # the output's allocation
     per_row_out: bool     # y holds one value a row (written by lane 0, never in vectors)
+    passes: int           # reads of the row: where more than one, the row may be kept in shared memory (`stash`)
     module: str           # the Python side: ModelNew calling `_EXT.<fn>`
 
 
@@ -96,6 +98,8 @@ _CUDA = r'''
 constexpr int THREADS = $THREADS;          // threads a block
 constexpr int VEC_BYTES = $VEC_BYTES;      // bytes a vector load or store moves, where the row allows it
 constexpr bool ROW_PER_WARP = $ROW_PER_WARP;  // a row to each warp (else a row to the block)
+constexpr bool STASH = $STASH;      // the first pass keeps the row in shared memory for the later ones, where it fits
+constexpr size_t STASH_MAX = 200 * 1024;   // of the 227 KB a block may have on sm_90
 
 __device__ __forceinline__ float to_f(float v) { return v; }
 __device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
@@ -123,27 +127,38 @@ __device__ __forceinline__ float row_reduce(float v, float* scratch) {
     $REDUCE
 }
 
-template <typename T, int V>
+template <typename T, int V, bool S>
 __global__ void __launch_bounds__(THREADS) ${FAMILY}_kernel(
         const T* __restrict__ x, T* __restrict__ y, ${KERNEL_PARAMS}
         long rows, int cols) {
     __shared__ float scratch[THREADS];
+    extern __shared__ __align__(16) unsigned char stash_raw[];
     const int width = ROW_PER_WARP ? 32 : THREADS;
     const int lane = ROW_PER_WARP ? threadIdx.x % 32 : threadIdx.x;
     const long row = ROW_PER_WARP ? (long)blockIdx.x * (THREADS / 32) + threadIdx.x / 32 : (long)blockIdx.x;
     if (row >= rows) return;   // (a whole warp: the reductions of a warp's row stay in it)
     const T* xr = x + row * cols;
+    // S: the row's copy in shared memory; each thread reads back only what it wrote there (no barrier needed)
+    T* st = reinterpret_cast<T*>(stash_raw) + (ROW_PER_WARP ? (size_t)(threadIdx.x / 32) * cols : 0);
+    bool stashed = false;
+    auto load = [&](int c) {
+        if (S && stashed) return *reinterpret_cast<const Vec<T, V>*>(st + c);
+        const Vec<T, V> a = *reinterpret_cast<const Vec<T, V>*>(xr + c);
+        if (S) *reinterpret_cast<Vec<T, V>*>(st + c) = a;
+        return a;
+    };
     auto each = [&](auto&& f) {   // f(column, x) over this thread's elements, V at a time
         for (int c = lane * V; c < cols; c += width * V) {
-            const Vec<T, V> a = *reinterpret_cast<const Vec<T, V>*>(xr + c);
+            const Vec<T, V> a = load(c);
             #pragma unroll
             for (int k = 0; k < V; ++k) f(c + k, to_f(a.v[k]));
         }
+        stashed = true;
     };
     auto write = [&](auto&& g) {   // y[column] = g(column, x), V at a time
         T* yr = y + row * cols;
         for (int c = lane * V; c < cols; c += width * V) {
-            const Vec<T, V> a = *reinterpret_cast<const Vec<T, V>*>(xr + c);
+            const Vec<T, V> a = load(c);
             Vec<T, V> b;
             #pragma unroll
             for (int k = 0; k < V; ++k) b.v[k] = from_f<T>(g(c + k, to_f(a.v[k])));
@@ -156,14 +171,26 @@ __global__ void __launch_bounds__(THREADS) ${FAMILY}_kernel(
 template <typename T> const T* cptr(const torch::Tensor& t) { return reinterpret_cast<const T*>(t.data_ptr()); }
 template <typename T> T* mptr(torch::Tensor& t) { return reinterpret_cast<T*>(t.data_ptr()); }
 
-template <typename T, int V>
+template <typename T, int V, bool S>
 void launch(const torch::Tensor& x, torch::Tensor& y,
-            ${LAUNCH_PARAMS}long rows, int cols) {
+            ${LAUNCH_PARAMS}long rows, int cols, size_t smem) {
     const long per_block = ROW_PER_WARP ? THREADS / 32 : 1;
     const dim3 grid((unsigned)((rows + per_block - 1) / per_block));
-    ${FAMILY}_kernel<T, V><<<grid, THREADS, 0, at::cuda::getCurrentCUDAStream()>>>(
+    auto kernel = ${FAMILY}_kernel<T, V, S>;
+    if (S) C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    kernel<<<grid, THREADS, smem, at::cuda::getCurrentCUDAStream()>>>(
         cptr<T>(x), mptr<T>(y), ${HOST_ARGS}rows, cols);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename T, int V>
+void stash_or_not(const torch::Tensor& x, torch::Tensor& y,
+                  ${LAUNCH_PARAMS}long rows, int cols) {
+    if constexpr (STASH) {
+        const size_t smem = (size_t)(ROW_PER_WARP ? THREADS / 32 : 1) * cols * sizeof(T);
+        if (smem <= STASH_MAX) return launch<T, V, true>(x, y, ${LAUNCH_ARGS}rows, cols, smem);
+    }
+    launch<T, V, false>(x, y, ${LAUNCH_ARGS}rows, cols, 0);
 }
 
 template <typename T>
@@ -174,9 +201,9 @@ void dispatch(const torch::Tensor& x, torch::Tensor& y,
         return reinterpret_cast<uintptr_t>(t.data_ptr()) % (V * sizeof(T)) == 0;
     };
     if (V > 1 && cols % V == 0 && aligned(x) && ($PER_ROW_OUT || aligned(y)))
-        launch<T, V>(x, y, ${LAUNCH_ARGS}rows, cols);
+        stash_or_not<T, V>(x, y, ${LAUNCH_ARGS}rows, cols);
     else
-        launch<T, 1>(x, y, ${LAUNCH_ARGS}rows, cols);
+        stash_or_not<T, 1>(x, y, ${LAUNCH_ARGS}rows, cols);
 }
 
 torch::Tensor ${FN}(torch::Tensor x${HOST_PARAMS}) {
@@ -218,6 +245,7 @@ $MODULE
 def render(op: RowOp, p: dict[str, Any]) -> str:
     """The candidate file of `op` at the knobs `p` (no header: SearchSpace.render adds it)."""
     values = {"THREADS": p["threads"], "VEC_BYTES": p["vec_bytes"],
+              "STASH": "true" if p.get("stash") == "shared" else "false",
               "ROW_PER_WARP": "true" if p["rows_per"] == "warp" else "false", "REDUCE": _REDUCE[p["reduce"]],
               "FAMILY": op.family, "KERNEL_PARAMS": op.kernel_params, "BODY": op.body,
               "LAUNCH_PARAMS": op.launch_params,
@@ -257,7 +285,19 @@ def _moves() -> list[Move]:
 
 def row_space(op: RowOp, cases) -> SearchSpace:
     """A family's search space in CUDA C++: the template at `op`, its knobs and moves; every point runs at every
-    case (a block's shared memory is `threads` floats, its registers a few dozen a thread)."""
-    return SearchSpace(params={k: list(v) for k, v in PARAMS.items()}, default=dict(DEFAULT),
-                       template=lambda p: render(op, p), moves=_moves(), tuning=["threads", "vec_bytes"],
-                       cases=cases)
+    case (a block's shared memory is `threads` floats, and a stashed row only where it fits: the launcher checks;
+    its registers a few dozen a thread)."""
+    params = {k: list(v) for k, v in PARAMS.items()}
+    default = dict(DEFAULT)
+    moves = _moves()
+    if op.passes > 1:
+        params["stash"], default["stash"] = ["global", "shared"], "global"
+        moves += [Move("Row kept in shared memory", f"The first of the row's {op.passes} passes copies it to shared "
+                       "memory (up to 200 KB a block) and the later ones read it there: one read of x from global "
+                       "memory instead of several through L1/L2.", {"stash": "shared"},
+                       when=lambda p: p.get("stash") != "shared"),
+                  Move("Row re-read from global memory", "Re-read the row from global memory (L1/L2) in each pass: "
+                       "no dynamic shared memory, more blocks resident per SM.", {"stash": "global"},
+                       when=lambda p: p.get("stash") == "shared")]
+    return SearchSpace(params=params, default=default, template=lambda p: render(op, p), moves=moves,
+                       tuning=["threads", "vec_bytes"], cases=cases)

@@ -1,8 +1,11 @@
 """LayerNorm in CUDA C++ (families/cuda_rows.py): the row's mean, then its variance about the mean (two-pass: the
 `offset` cases' mean of 128 defeats E[x^2] - E[x]^2 in fp32, spec.py), then y = (x - mean) * rstd * w + b: three
-reads of the row (the second and third mostly from L1/L2), one write. The starter: starter_cuda.py."""
+reads of the row (the second and third through L1/L2, or from shared memory where `stash` keeps the row), one write.
+The starter: starter_cuda.py."""
 from kernelsearch.families.cuda_rows import RowOp, row_space
 from kernelsearch.families.layernorm.spec import CASES
+
+PASSES = 3   # reads of the row
 
 OP = RowOp(
     family="layernorm", title="LayerNorm over the last dimension", fn="layernorm_rows",
@@ -25,7 +28,7 @@ OP = RowOp(
 """,
     host_args="cptr<T>(w), cptr<T>(b), eps, ",
     launch_params="const torch::Tensor& w, const torch::Tensor& b, float eps, ", launch_args="w, b, (float)eps, ",
-    out="auto y = torch::empty_like(x);", per_row_out=False,
+    out="auto y = torch::empty_like(x);", per_row_out=False, passes=PASSES,
     module='''class ModelNew(torch.nn.Module):
     def __init__(self, hidden_size: int, eps: float = 1e-5, dtype: str = "float32"):
         super().__init__()

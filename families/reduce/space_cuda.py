@@ -14,7 +14,7 @@ OP = RowOp(
 """,
     host_params="", host_check="", host_args="", launch_params="", launch_args="",
     out="auto y = torch::empty(std::vector<int64_t>(x.sizes().begin(), x.sizes().end() - 1), x.options());",
-    per_row_out=True,
+    per_row_out=True, passes=1,
     module='''class ModelNew(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -1,7 +1,10 @@
 """RMSNorm in CUDA C++ (families/cuda_rows.py): the row's sum of squares in fp32, then y = x * rsqrt(mean + eps) * w,
-rounded once: two reads of the row (the second mostly from L1/L2), one write. The starter: starter_cuda.py."""
+rounded once: two reads of the row (the second through L1/L2, or from shared memory where `stash` keeps the row),
+one write. The starter: starter_cuda.py."""
 from kernelsearch.families.cuda_rows import RowOp, row_space
 from kernelsearch.families.rmsnorm.spec import CASES
+
+PASSES = 2   # reads of the row
 
 OP = RowOp(
     family="rmsnorm", title="RMSNorm over the last dimension", fn="rmsnorm_rows",
@@ -18,7 +21,7 @@ OP = RowOp(
     w = w.contiguous();
 """,
     host_args="cptr<T>(w), eps, ", launch_params="const torch::Tensor& w, float eps, ", launch_args="w, (float)eps, ",
-    out="auto y = torch::empty_like(x);", per_row_out=False,
+    out="auto y = torch::empty_like(x);", per_row_out=False, passes=PASSES,
     module='''class ModelNew(torch.nn.Module):
     def __init__(self, hidden_size: int, eps: float = 1e-6, dtype: str = "float32"):
         super().__init__()

@@ -1,7 +1,10 @@
 """Softmax in CUDA C++ (families/cuda_rows.py): the row's max, then the sum of exp(x - max), then y = exp(x - max) /
-sum: three reads of the row (the second and third mostly from L1/L2), one write. The starter: starter_cuda.py."""
+sum: three reads of the row (the second and third through L1/L2, or from shared memory where `stash` keeps the row),
+one write. The starter: starter_cuda.py."""
 from kernelsearch.families.cuda_rows import RowOp, row_space
 from kernelsearch.families.softmax.spec import CASES
+
+PASSES = 3   # reads of the row
 
 OP = RowOp(
     family="softmax", title="Softmax over the last dimension", fn="softmax_rows",
@@ -16,7 +19,7 @@ OP = RowOp(
     write([&](int, float v) { return expf(v - m) * inv; });
 """,
     host_params="", host_check="", host_args="", launch_params="", launch_args="",
-    out="auto y = torch::empty_like(x);", per_row_out=False,
+    out="auto y = torch::empty_like(x);", per_row_out=False, passes=PASSES,
     module='''class ModelNew(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -63,7 +63,7 @@ def test_cuda_starter_compiles_for_sm90a(name, tmp_path):
     report = cuda_report(_starter(name), cache=tmp_path)
     assert report["status"] == "ok", report.get("error")
     names = {k["name"].split("(")[0] for k in report["kernels"]}
-    assert any(f"{name}_kernel<float, 4>" in n for n in names) and any("__nv_bfloat16, 8>" in n for n in names)
+    assert any(f"{name}_kernel<float, 4," in n for n in names) and any("__nv_bfloat16, 8," in n for n in names)
     assert all(k["arch"] == "sm_90a" and k["registers"] > 0 and k["spills_bytes"] == 0 for k in report["kernels"])
     t0 = time.monotonic()
     again = cuda_report(_starter(name), cache=tmp_path)
@@ -81,7 +81,8 @@ def test_cuda_starter_is_correct(name, case_name, tmp_path):
 
 @gpu
 @pytest.mark.parametrize("name,param,value", [(f, k, v) for f in CUDA_FAMILIES for k, v in
-                                              (("rows_per", "warp"), ("reduce", "shared"), ("vec_bytes", 4))])
+                                              (("rows_per", "warp"), ("reduce", "shared"), ("vec_bytes", 4),
+                                               ("stash", "shared")) if k in _space(f).params])
 def test_cuda_variant_is_correct(name, param, value, tmp_path):
     problem = _problem(name)
     source = _space(name).render({**_space(name).default, param: value})

@@ -13,7 +13,7 @@ from kernelsearch.judge.problem import load_problem
 from kernelsearch.judge.settings import EvalSettings
 from kernelsearch.judge.status import Status
 
-CURRENT = ", 0, at::cuda::getCurrentCUDAStream()>>>("
+CURRENT = ", smem, at::cuda::getCurrentCUDAStream()>>>("
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="GPU only: graph capture and stream timing need a "
                          "CUDA device (CUDA C++ cannot run on torch's CPU build)")
 
@@ -21,12 +21,12 @@ gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="GPU only: graph 
 def legacy(source: str) -> str:
     """The same kernel launched on the legacy default stream, under an extension name of its own."""
     assert source.count(CURRENT) == 1
-    return source.replace(CURRENT, ">>>(").replace('name="ks_softmax_', 'name="ks_legacy_softmax_')
+    return source.replace(CURRENT, ", smem>>>(").replace('name="ks_softmax_', 'name="ks_legacy_softmax_')
 
 
 def test_the_legacy_variant_differs_only_in_its_launch():
     src = legacy(softmax.CUDA_STARTER)
-    assert "getCurrentCUDAStream" not in src and "softmax_kernel<T, V><<<grid, THREADS>>>(" in src
+    assert "getCurrentCUDAStream" not in src and "kernel<<<grid, THREADS, smem>>>(" in src
 
 
 @gpu

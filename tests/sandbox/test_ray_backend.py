@@ -154,9 +154,12 @@ def _shape(db):
         kernels = con.execute("SELECT k.round, k.idea_id IS NULL, e.status, e.purpose FROM kernel k JOIN evaluation e "
                               "ON e.kernel_id = k.id ORDER BY k.round").fetchall()
         runs = con.execute("SELECT status, stop_reason, device FROM run").fetchall()
+        # round 1 is seeded by the starter alone, so its kernels are the same code under any backend (later rounds'
+        # seeds depend on measured times)
+        first = sorted(h for (h,) in con.execute("SELECT code_hash FROM kernel WHERE round <= 1"))
     finally:
         con.close()
-    return ideas, sorted(kernels, key=str), runs
+    return ideas, sorted(kernels, key=str), runs, first
 
 
 @pytest.mark.slow   # two small searches through the CLI, ~50 s on 2 cores
@@ -172,6 +175,47 @@ def test_a_search_on_ray_stores_the_tree_the_local_backend_stores(cluster, tmp_p
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
         shapes.append(_shape(folder / "ks.db"))
     assert shapes[0] == shapes[1]
-    ideas, kernels, runs = shapes[1]
+    ideas, kernels, runs, _ = shapes[1]
     assert runs == [("finished", "rounds_done", "cpu-interpreter")]
     assert len(ideas) == 4 and len(kernels) == 5
+
+
+def _rows(db, sql):
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+@pytest.mark.slow   # a search killed in round 1 and resumed, both on the cluster: ~60 s on 2 cores
+def test_a_controller_killed_mid_run_on_ray_resumes_and_redoes_nothing(cluster, tmp_path):
+    import subprocess
+    import sys
+
+    cfg = write_config(tmp_path, device="auto", evaluation={"backend": "ray"},
+                       search={"rounds": 2, "ideas_per_round": 2, "branches_per_idea": 1, "timings": 1},
+                       ray={"address": cluster.get_runtime_context().gcs_address})
+    db = tmp_path / "ks.db"
+    proc = subprocess.Popen([sys.executable, "-m", "kernelsearch", "run", str(cfg), "--name", "r"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:   # until round 1 has stored an evaluation
+        try:
+            if _rows(db, "SELECT count(*) FROM evaluation e JOIN kernel k ON k.id = e.kernel_id "
+                         "WHERE k.round = 1")[0][0]:
+                break
+        except sqlite3.OperationalError:
+            pass
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = _rows(db, "SELECT id, kernel_id, status, time_ms, created_at FROM evaluation ORDER BY id")
+    assert before and _rows(db, "SELECT status FROM run") == [("running",)]
+    r = cli("resume", "r", "--db", str(db), cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    after = _rows(db, "SELECT id, kernel_id, status, time_ms, created_at FROM evaluation ORDER BY id")
+    assert after[: len(before)] == before and len(after) > len(before)   # nothing lost, nothing redone
+    verdicts = [k for (k,) in _rows(db, "SELECT kernel_id FROM evaluation")]
+    assert len(set(verdicts)) == len(verdicts) == _rows(db, "SELECT count(*) FROM kernel")[0][0]
+    assert _rows(db, "SELECT status, stop_reason FROM run") == [("finished", "rounds_done")]

@@ -68,9 +68,15 @@ def _pool(concurrency=2, **ray_over):
 
 
 def test_no_key_reaches_an_actor(cluster):
+    from kernelsearch.runner import pool_for
+    from kernelsearch.sandbox.ray_backend import Evaluator, RayPool
+
     assert os.environ["KS_TEST_API_KEY"] == KEY_VALUE and os.environ[NAMED] == KEY_VALUE   # the controller holds both
-    pool = _pool()
+    cfg = parse_config({"problem": "softmax", "device": "auto", "evaluation": {"backend": "ray", "timeout_s": 60},
+                        "llm": {"provider": "anthropic", "model": "m", "api_key_env": NAMED}})
+    pool = pool_for(cfg)   # the config's backend, told which variable holds the config's key
     try:
+        assert isinstance(pool, RayPool) and pool.hide == (NAMED,)
         actors = pool.describe()
         assert sorted(g for a in actors for g in a["gpus"]) == [0, 1]   # one actor per declared GPU
         for a in actors:   # read from inside each actor: its environment now, and the one its process started with
@@ -79,6 +85,17 @@ def test_no_key_reaches_an_actor(cluster):
                 assert "KS_TEST_PLAIN" in names   # the controller's other variables do reach it: the check can fail
     finally:
         pool.close()
+    # a cluster whose processes hold keys (started from a shell that had them): the actor drops them itself
+    given = {"KS_OTHER_API_KEY": KEY_VALUE, NAMED: KEY_VALUE, "KS_TEST_OTHER": "1"}
+    actor = cluster.remote(Evaluator).options(num_cpus=0, runtime_env={"env_vars": given}).remote(
+        "cpu", EvalSettings().model_dump(), 1, False, (NAMED,))
+    try:
+        seen = cluster.get(actor.describe.remote())
+        assert {"KS_OTHER_API_KEY", NAMED} <= set(seen["initial_environ"])   # it started with them
+        assert "KS_OTHER_API_KEY" not in seen["environ"] and NAMED not in seen["environ"]
+        assert "KS_TEST_OTHER" in seen["environ"]
+    finally:
+        cluster.kill(actor)
 
 
 @pytest.mark.slow   # ~23 s on 2 cores: two actors' fork servers start torch, then four evaluations

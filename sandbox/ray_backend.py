@@ -135,7 +135,7 @@ class Evaluator:
 
     async def evaluate(self, source: str, problem_ref: dict, file_text: str | None, retime: bool = False) -> str:
         ref = _materialize(problem_ref, file_text)
-        result = await self.pool.evaluate(source, ref, retime=retime)
+        result = await self.pool.evaluate(source, ref, **({"retime": True} if retime else {}))   # re-timing mode
         result.detail["ray"] = {"node": self.node, "pid": os.getpid(), "gpus": self.gpus}   # where it ran
         return result.to_json()
 

@@ -17,6 +17,7 @@ class LaunchCounter:
 
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
+        self.names: dict[str, set[str]] = {}   # module -> the kernels of it launched (the sm_90 check's list)
         self.wrapped: dict[type, object] = {}
         self.compile_only = False   # the runner's `warm`: Triton kernels are compiled, not launched
         self.watch: Writes | None = None   # a correctness call: which storages its kernels took, and when
@@ -50,6 +51,7 @@ class LaunchCounter:
                 if not kwargs.get("warmup", False):
                     mod = getattr(getattr(self, "fn", None), "__module__", None) or "?"
                     counts[mod] = counts.get(mod, 0) + 1
+                    counter.names.setdefault(mod, set()).add(getattr(self.fn, "__name__", "?"))
                     if counter.watch is not None and mod == counter.watch.module:
                         counter.watch.before_launch(getattr(self.fn, "__name__", "?"), args, kwargs)
                 return _original(self, *args, **kwargs)
@@ -86,8 +88,10 @@ class Writes:
     candidate's own kernels must have written its output (a launch that touches no output byte does not count).
 
     Each storage a launch takes that is not an input's is copied as it was just before the first launch that took it
-    (`first`). After the forward, an output whose storage no launch took was not written by the candidate's kernels
-    (`untouched`); an output whose bytes equal that copy was already what it is before any of its kernels ran: the
+    (`first`), and torch operations on those storages mark what they return as made from the kernels' work
+    (`derived`: a host-side cast, slice or reshape of a kernel's output, through the `Provenance` mode). After the
+    forward, an output neither taken by a launch nor made from one was not the candidate's kernels' work
+    (`untouched`); an output whose bytes equal the copy was already what it is before any of its kernels ran: the
     work was done some other way, unless the memory simply held the same answer from an earlier call. The runner
     then calls the forward again with that storage filled with 0xff just before the same launch (`poison`): a kernel
     that writes it restores the answer; a kernel that does not leaves the fill, and the output is `unwritten`."""
@@ -96,8 +100,15 @@ class Writes:
         self.module = module
         self.inputs = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor) and t.numel()}
         self.first: dict[int, tuple[tuple, torch.Tensor]] = {}   # storage -> ((kernel, nth, arg), bytes before)
+        self.derived: set[int] = set()                             # storages torch made from the kernels' work
         self.nth: dict[str, int] = {}
         self.poison = poison or set()
+
+    def from_kernels(self, t) -> bool:
+        if not isinstance(t, torch.Tensor) or not t.numel():
+            return False
+        ptr = t.untyped_storage().data_ptr()
+        return ptr in self.first or ptr in self.derived
 
     def before_launch(self, kernel: str, args: tuple, kwargs: dict) -> None:
         n = self.nth[kernel] = self.nth.get(kernel, -1) + 1
@@ -113,17 +124,50 @@ class Writes:
             self.first[ptr] = (where, _storage_bytes(a).clone())
 
     def verdict(self, outs: list) -> tuple[list[int], dict[int, tuple]]:
-        """(outputs no launch took, {output: where} for outputs that were already their final bytes)."""
+        """(outputs neither a launch took nor made from one, {output: where} for outputs that were already their final
+        bytes before their first kernel ran)."""
         untouched, same = [], {}
         for j, o in enumerate(outs):
             if not isinstance(o, torch.Tensor) or not o.numel():
                 continue
-            hit = self.first.get(o.untyped_storage().data_ptr())
+            ptr = o.untyped_storage().data_ptr()
+            hit = self.first.get(ptr)
             if hit is None:
-                untouched.append(j)
+                if ptr not in self.derived:
+                    untouched.append(j)
             elif torch.equal(_storage_bytes(o), hit[1]):
                 same[j] = hit[0]
         return untouched, same
+
+
+def _tensors(value, found: list) -> list:
+    if isinstance(value, torch.Tensor):
+        found.append(value)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _tensors(v, found)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _tensors(v, found)
+    return found
+
+
+class Provenance(torch.overrides.TorchFunctionMode):
+    """While a watched forward runs: what a torch operation returns from a tensor the candidate's kernels took (or
+    one made from such a tensor) is marked made from the kernels' work (`Writes.derived`)."""
+
+    def __init__(self, writes: Writes) -> None:
+        super().__init__()
+        self.writes = writes
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if any(self.writes.from_kernels(t) for t in _tensors((args, kwargs), [])):
+            for t in _tensors(out, []):
+                if t.numel():
+                    self.writes.derived.add(t.untyped_storage().data_ptr())
+        return out
 
 
 class Guard:

@@ -158,7 +158,7 @@ def aot_report_inprocess(source: str, problem, case=None) -> dict:
 
     case = _resolve_case(problem, case)
     rec = record_launches(source, problem, _cases(problem, case))
-    return _report(source, rec, case.name, records_report)
+    return _report(source, rec, case.name, lambda *a: records_report(*a, required=set()))
 
 
 def _cases(problem, first) -> list:
@@ -234,7 +234,7 @@ def _child(request: dict, env: dict, timeout_s: float, marker: str) -> tuple[dic
 
 
 def aot_report(source: str, problem, case=None, *, timeout_s: float = 300.0, in_process: bool | None = None,
-               as_user: dict | None = None, isolate: bool = False) -> dict:
+               as_user: dict | None = None, isolate: bool = False, required: set[str] | None = None) -> dict:
     """Compile every Triton kernel the candidate launches (on `case`) for sm_90 and report per kernel: name,
     registers, spills, shared memory, num_warps/num_stages; or status "compile_error" with the message.
 
@@ -245,6 +245,8 @@ def aot_report(source: str, problem, case=None, *, timeout_s: float = 300.0, in_
     TMPDIR and Triton cache; `isolate`: it also leaves the network. The records are then compiled from the source
     text by judge/aot_compile.py in a process that runs none of the candidate's code (a second child where this one
     interprets), so the candidate's process can say which launches it made, never what they compiled to.
+    `required`: kernels that must be among the records (the judge passes those its runner saw launched in the
+    correctness calls); one left out is a compile error. None: the records' word alone.
     """
 
     if in_process is None:
@@ -280,8 +282,8 @@ def aot_report(source: str, problem, case=None, *, timeout_s: float = 300.0, in_
                 "error": f"the AOT child died (exit {facts['returncode']}) before its launch records: {facts['tail']}"}
 
     def compile_elsewhere(src: str, records: list, case: str) -> dict:
-        report, f = _child({"op": "compile", "source": src, "records": records, "case": case}, judge_env,
-                           timeout_s, "KS-AOT-REPORT ")
+        report, f = _child({"op": "compile", "source": src, "records": records, "case": case,
+                            "required": sorted(required or ())}, judge_env, timeout_s, "KS-AOT-REPORT ")
         if report is None:   # the compiler itself died or hung on the candidate's kernels
             return {"status": "compile_error", "kernels": [], "case": case,
                     "error": (f"the Triton compiler took longer than {timeout_s:g} s" if f["timed_out"] else
@@ -300,7 +302,7 @@ def _main() -> None:
 
         leave_network()
         try:
-            report = records_report(req["source"], req["records"], req.get("case"))
+            report = records_report(req["source"], req["records"], req.get("case"), set(req.get("required") or ()))
         except Exception as err:  # noqa: BLE001
             report = {"status": "error", "kernels": [], "case": req.get("case"),
                       "error": f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=-6)}"[-6000:]}

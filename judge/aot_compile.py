@@ -281,8 +281,12 @@ def _key(record: dict) -> str:
                  record.get("attrs"), sorted(_options(record.get("options")).items())))
 
 
-def records_report(source: str, records: list[dict], case: str | None = None) -> dict:
-    """Compile the recorded launches of the kernels re-made from `source` (see the module's docstring)."""
+def records_report(source: str, records: list[dict], case: str | None = None,
+                   required: set[str] | None = None) -> dict:
+    """Compile the recorded launches of the kernels re-made from `source` (see the module's docstring). `required`:
+    kernels that must be among the records (those the judge's runner saw launched); `missing` lists them where they
+    are not, a compile error. A kernel the source launches on no case (a generated starter's other branch) is listed
+    in `unreached`, not compiled."""
     t0 = time.monotonic()
     report: dict[str, Any] = {"status": "ok", "arch": f"sm_{ARCH}", "case": case, "kernels": [],
                               "launches": len(records)}
@@ -313,15 +317,17 @@ def records_report(source: str, records: list[dict], case: str | None = None) ->
         except (AOTError, KeyError, TypeError, ValueError, IndexError) as err:
             report["kernels"].append({"name": name, "status": "compile_error",
                                       "error": f"its launch record cannot be compiled: {type(err).__name__}: {err}"})
-    report["missing"] = sorted(launched - covered)
+    report["missing"] = sorted((required or set()) - covered)
+    report["unreached"] = sorted(launched - covered - (required or set()))
     bad = [k for k in report["kernels"] if k["status"] != "ok"]
     if bad:
         report["status"] = "compile_error"
         report["error"] = "\n".join(f"{k['name']}: {k['error']}" for k in bad)[-6000:]
     elif report["missing"] and report.get("truncated") is None:
         report["status"] = "compile_error"
-        report["error"] = (f"{', '.join(report['missing'])}: launched in the source but on no case the sm_90 check "
-                           "ran, so never compiled for the GPU (a kernel no case reaches is dead code: remove it)")
+        report["error"] = (f"{', '.join(report['missing'])}: launched in the correctness calls but not among the "
+                           "launches the candidate's process recorded for the sm_90 compile, so never compiled for "
+                           "the GPU")
     elif not report["kernels"]:
         report["status"] = "error"
         report["error"] = "the candidate launched no @triton.jit kernel on this case"

@@ -65,10 +65,12 @@ PROBE_MS = 0.1                 # the quiet-device probe: a sleep kernel this lon
 # contexts time-slice); the least of three probes is taken, so host jitter alone (an idle outlier read 0.58) is not
 PROBE_SLACK = 1.5
 PROBE_BUSY_MS = PROBE_SLACK * PROBE_MS + 0.05   # the least of three probes over this: the device is shared
-# the timed steps wait for a reply polling, not asleep (judge and runner alike; a wake-up adds tens of microseconds,
-# varying, to a batch's wall time): a runner answering a ping stays awake this long for the batch that follows, and
-# the judge polls this long for each timed step's reply. KS_CLOCK_SPIN_S=0 turns it off (bench/clock_spread_gpu.py)
-SPIN_S = float(os.environ.get("KS_CLOCK_SPIN_S", "0.05"))
+# The timed steps can wait for replies polling instead of asleep (judge and runner; a wake-up adds tens of
+# microseconds, varying, to a batch's wall time): KS_CLOCK_SPIN_S > 0 keeps a runner that answered a ping awake that
+# long for its batch, and the judge polling as long for each timed reply. Off: on an H200 (bench/clock_spread_gpu.py,
+# 8192 x 8191 fp32 softmax, 3 evaluations each, interleaved) the same kernel read 0.1934-0.1940 ms without it (0.34 %)
+# and 0.1954-0.2011 ms with 50 ms of polling (2.89 %); with polling and 8-24 batches 2.43 %
+SPIN_S = float(os.environ.get("KS_CLOCK_SPIN_S", "0"))
 PROBE_TRIES = 20               # re-probed every 50 ms before the device counts as busy
 
 
@@ -133,15 +135,9 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
 
     `secret` is the evaluation's seed; `tolerance(case)` the timed outputs' (atol, rtol); `lease(kind)` holds the
     device ("shared" or "exclusive"); the timing plan and the loop's laps are written into `detail`."""
-    case = talk.problem.timed_case if talk.mode == "cuda" else talk.problem.cpu_timed_case()
-    with lease("timing"):   # one timing stage at a time per device: its batches are sized to the memory free
-        return _time_sides(talk, case, secret=secret, tolerance=tolerance, lease=lease, detail=detail)
-
-
-def _time_sides(talk: Conversation, case: Case, *, secret: int, tolerance: Callable[[Case], tuple[float, float]],
-                lease: Callable[[str], ContextManager], detail: dict) -> TimingResult:
     cuda = talk.mode == "cuda"
     problem, mem, settings = talk.problem, talk.mem, talk.settings
+    case = problem.timed_case if cuda else problem.cpu_timed_case()
     seed = derive_seed(secret, "timing")
     atol, rtol = tolerance(case)   # the problem's, or eager's own error where that decided correctness
 
@@ -164,87 +160,92 @@ def _time_sides(talk: Conversation, case: Case, *, secret: int, tolerance: Calla
     with torch.no_grad():
         out_bytes = _nbytes(ref(*probe))
     del probe
-    # as many calls as fit on the device beside the judge's check, every side holding n input sets and outputs
-    # (judge/memory.py); under MIN_CALLS only where two do not fit, with a note
-    free, _ = mem.free()
-    n, note = timing_calls(in_bytes, out_bytes, len(sides), free, settings.timing_iters if cuda else
-                           min(settings.timing_iters, 3), BATCH_BYTES, MIN_CALLS)
-    batches = (MIN_BATCHES, MAX_BATCHES) if cuda else (1, 2)
-    mem.record()["timing"] = {
-        "calls_per_batch": n, "sides": len(sides), "free_mb": round(free / 2**20, 1)}
-    if note:
-        mem.note(f"timing: {note}")
-    chunk = mem.plans[case.name].chunk if case.name in mem.plans else COMPARE_CHUNK
-    plan = {"calls_per_batch": n, "in_bytes": in_bytes, "out_bytes": out_bytes, "graphs": {}}
-    detail["timing_plan"] = plan
-    t_stage = time.perf_counter()
-    views: dict[str, list] = {}
-    with lease("shared"):   # slots, graphs and a priming batch (Triton's JIT, torch.compile) beside other checks
-        first = [inputs_of(-1, k) for k in range(n)]
-        for name, r in sides.items():
-            views[name] = [talk.put(r, k, first[k], "timing") for k in range(n)]
-            if cuda:
-                reply, _ = talk.ask(r, {"op": "graph", "slots": list(range(n))}, "capturing a CUDA graph", "timing")
-                plan["graphs"][name] = True if reply.get("graph") else f"no: {str(reply.get('why'))[:200]}"
-            talk.ask(r, {"op": "batch", "slots": list(range(n)), "n": n}, "a priming batch", "timing")
-        del first
-        fixed = 0.0
-        if cuda:   # the fixed cost of a batch, on the reference's runner: an empty batch's round trip
-            samples = []
-            for _ in range(FIXED_COST_SAMPLES):
-                t0 = time.perf_counter()
-                talk.ask(sides["eager"], {"op": "batch", "slots": [], "n": 0}, "an empty batch", "timing")
-                samples.append(time.perf_counter() - t0)
-            fixed = statistics.median(samples)
-            plan["fixed_ms"] = round(fixed * 1e3, 4)
-    per_call: dict[str, list[float]] = {k: [] for k in sides}
-    overheads: list[float] = []
-    cand_overheads: list[float] = []   # per batch: the candidate's wall time beyond its own (untrusted) event time
-    side_steps: list[float] = []   # per batch: (candidate's ping + describe) - (the reference's)
-    cand_walls: list[float] = []   # per batch: the candidate's batch on the judge's clock
-    # The whole loop holds the device alone, one exclusive lease. (Holding it only for each batch's timed steps, the
-    # refills and checks under shared leases, was tried on an H200: 8.7 evaluations a minute against 11.2, the
-    # timing loop 9.9 s an evaluation against 4.3, each batch queueing behind other candidates' exclusive work.)
-    # The candidate's process is frozen from the refill until its ping, and from its describe until its outputs
-    # are read, so it never runs while fresh inputs wait for it.
-    laps = {"refill": 0.0, "batches": 0.0, "check": 0.0}   # where the exclusive loop's time goes (stage_s)
-    ceil: dict | None = None
-    t_wait = time.perf_counter()
-    with lease("exclusive"):
-        laps["lease_wait"] = time.perf_counter() - t_wait
-        for b in range(batches[1]):
-            t_lap = time.perf_counter()
-            delivery = _refill(talk, sides, views, inputs_of, b, n)
-            laps["refill"] += time.perf_counter() - t_lap
-            if cuda and ceil is None:
-                from kernelsearch.judge.roofline import ceilings
+    # One timing stage's batches on a device at a time, from sizing them to the memory it finds free until they are
+    # freed (`timing`, sandbox/admission.py): two stages sizing at once each counted the other's share as free
+    t_slot = time.perf_counter()
+    with lease("timing"):
+        detail.setdefault("stage_s", {})["timing_slot_wait"] = round(time.perf_counter() - t_slot, 3)
+        # as many calls as fit on the device beside the judge's check, every side holding n input sets and outputs
+        # (judge/memory.py); under MIN_CALLS only where two do not fit, with a note
+        free, _ = mem.free()
+        n, note = timing_calls(in_bytes, out_bytes, len(sides), free, settings.timing_iters if cuda else
+                               min(settings.timing_iters, 3), BATCH_BYTES, MIN_CALLS)
+        batches = (MIN_BATCHES, MAX_BATCHES) if cuda else (1, 2)
+        mem.record()["timing"] = {
+            "calls_per_batch": n, "sides": len(sides), "free_mb": round(free / 2**20, 1)}
+        if note:
+            mem.note(f"timing: {note}")
+        chunk = mem.plans[case.name].chunk if case.name in mem.plans else COMPARE_CHUNK
+        plan = {"calls_per_batch": n, "in_bytes": in_bytes, "out_bytes": out_bytes, "graphs": {}}
+        detail["timing_plan"] = plan
+        t_stage = time.perf_counter()
+        views: dict[str, list] = {}
+        with lease("shared"):   # slots, graphs and a priming batch (Triton's JIT, torch.compile) beside other checks
+            first = [inputs_of(-1, k) for k in range(n)]
+            for name, r in sides.items():
+                views[name] = [talk.put(r, k, first[k], "timing") for k in range(n)]
+                if cuda:
+                    reply, _ = talk.ask(r, {"op": "graph", "slots": list(range(n))}, "capturing a CUDA graph", "timing")
+                    plan["graphs"][name] = True if reply.get("graph") else f"no: {str(reply.get('why'))[:200]}"
+                talk.ask(r, {"op": "batch", "slots": list(range(n)), "n": n}, "a priming batch", "timing")
+            del first
+            fixed = 0.0
+            if cuda:   # the fixed cost of a batch, on the reference's runner: an empty batch's round trip
+                samples = []
+                for _ in range(FIXED_COST_SAMPLES):
+                    t0 = time.perf_counter()
+                    talk.ask(sides["eager"], {"op": "batch", "slots": [], "n": 0}, "an empty batch", "timing")
+                    samples.append(time.perf_counter() - t0)
+                fixed = statistics.median(samples)
+                plan["fixed_ms"] = round(fixed * 1e3, 4)
+        per_call: dict[str, list[float]] = {k: [] for k in sides}
+        overheads: list[float] = []
+        cand_overheads: list[float] = []   # per batch: the candidate's wall time beyond its own (untrusted) event time
+        side_steps: list[float] = []   # per batch: (candidate's ping + describe) - (the reference's)
+        cand_walls: list[float] = []   # per batch: the candidate's batch on the judge's clock
+        # The whole loop holds the device alone, one exclusive lease. (Holding it only for each batch's timed steps, the
+        # refills and checks under shared leases, was tried on an H200: 8.7 evaluations a minute against 11.2, the
+        # timing loop 9.9 s an evaluation against 4.3, each batch queueing behind other candidates' exclusive work.)
+        # The candidate's process is frozen from the refill until its ping, and from its describe until its outputs
+        # are read, so it never runs while fresh inputs wait for it.
+        laps = {"refill": 0.0, "batches": 0.0, "check": 0.0}   # where the exclusive loop's time goes (stage_s)
+        ceil: dict | None = None
+        t_wait = time.perf_counter()
+        with lease("exclusive"):
+            laps["lease_wait"] = time.perf_counter() - t_wait
+            for b in range(batches[1]):
+                t_lap = time.perf_counter()
+                delivery = _refill(talk, sides, views, inputs_of, b, n)
+                laps["refill"] += time.perf_counter() - t_lap
+                if cuda and ceil is None:
+                    from kernelsearch.judge.roofline import ceilings
 
-                ceil = ceilings("cuda")   # measured once per device, only while holding it alone
-            t_lap = time.perf_counter()
-            clock, events, pings, cand_reply, cand_bufs = _timed_batch(talk, sides, b, n)
-            laps["batches"] += time.perf_counter() - t_lap
-            # the reference's runners are trusted: their wall time beyond their CUDA-event time is recorded
-            ev = events.get("eager")
-            overheads.append(clock["eager"][0] - ev / 1e3 if cuda and isinstance(ev, (int, float)) else fixed)
-            for name, (t_batch, t_desc) in clock.items():
-                if name == "candidate":
-                    side_steps.append((pings[name] - pings["eager"]) + (t_desc - clock["eager"][1])
-                                      + delivery.get("candidate", 0.0) - delivery.get("eager", 0.0))
-                    cand_walls.append(t_batch)
-                    ev_c = events.get("candidate")
-                    if cuda and isinstance(ev_c, (int, float)) and 0.0 < ev_c / 1e3 <= t_batch:
-                        cand_overheads.append(t_batch - ev_c / 1e3)
-                    per_call[name].append(max(t_batch - fixed, 0.0) * 1e3 / n)
-                elif cuda and isinstance(events.get(name), (int, float)):
-                    per_call[name].append(events[name] / n)
-                else:
-                    per_call[name].append(max(t_batch - fixed, 0.0) * 1e3 / n)
-            t_lap = time.perf_counter()
-            _check(talk, sides["candidate"], cand_reply, cand_bufs, inputs_of, b, n, ref, ref32, atol, rtol, chunk)
-            laps["check"] += time.perf_counter() - t_lap
-            del cand_reply, cand_bufs
-            if b + 1 >= batches[0] and all(spread(v) <= TARGET_SPREAD for v in per_call.values()):
-                break
+                    ceil = ceilings("cuda")   # measured once per device, only while holding it alone
+                t_lap = time.perf_counter()
+                clock, events, pings, cand_reply, cand_bufs = _timed_batch(talk, sides, b, n)
+                laps["batches"] += time.perf_counter() - t_lap
+                # the reference's runners are trusted: their wall time beyond their CUDA-event time is recorded
+                ev = events.get("eager")
+                overheads.append(clock["eager"][0] - ev / 1e3 if cuda and isinstance(ev, (int, float)) else fixed)
+                for name, (t_batch, t_desc) in clock.items():
+                    if name == "candidate":
+                        side_steps.append((pings[name] - pings["eager"]) + (t_desc - clock["eager"][1])
+                                          + delivery.get("candidate", 0.0) - delivery.get("eager", 0.0))
+                        cand_walls.append(t_batch)
+                        ev_c = events.get("candidate")
+                        if cuda and isinstance(ev_c, (int, float)) and 0.0 < ev_c / 1e3 <= t_batch:
+                            cand_overheads.append(t_batch - ev_c / 1e3)
+                        per_call[name].append(max(t_batch - fixed, 0.0) * 1e3 / n)
+                    elif cuda and isinstance(events.get(name), (int, float)):
+                        per_call[name].append(events[name] / n)
+                    else:
+                        per_call[name].append(max(t_batch - fixed, 0.0) * 1e3 / n)
+                t_lap = time.perf_counter()
+                _check(talk, sides["candidate"], cand_reply, cand_bufs, inputs_of, b, n, ref, ref32, atol, rtol, chunk)
+                laps["check"] += time.perf_counter() - t_lap
+                del cand_reply, cand_bufs
+                if b + 1 >= batches[0] and all(spread(v) <= TARGET_SPREAD for v in per_call.values()):
+                    break
     plan["overhead_ms"] = round(statistics.median(overheads) * 1e3, 4) if overheads else None
     if cuda and overheads and cand_walls:
         # The candidate is charged its batch's wall time less the eager reference's per-batch overhead (its wall time

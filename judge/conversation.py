@@ -47,7 +47,7 @@ class Conversation:
         """The runner's reply to `header` and its buffers; a lost runner, a malformed reply or an error reply raises
         `CandidateFailure` (`what` names the request in its reason, `stage` the stage)."""
         try:
-            reply, bufs = r.request(header, buffers, spin_s)
+            reply, bufs = r.request(header, buffers, spin_s=spin_s) if spin_s else r.request(header, buffers)
         except RunnerLost as err:
             raise CandidateFailure(Status.crash, f"{what}: {err}", stage=stage) from None
         except wire.WireError as err:

@@ -32,8 +32,10 @@ from kernelsearch.judge.numerics import (
     NATIVE,
     _no_worse_than_eager,
     _overflows,
+    abs_reference,
     eager_error,
     pin_precision,
+    reduction_terms,
     references,
     stability_inputs,
     within_eager,
@@ -77,6 +79,7 @@ class Judge(OffRangeChecks):
         self._eager_abs: dict[str, float] = {}   # a case's eager max abs error from the high-precision reference
         self._eager_decided: set[str] = set()     # cases where eager's own error decided correctness
         self.detail: dict = {"cases": []}
+        self.launched: set[str] = set()   # the candidate's Triton kernels its runner launched (correctness)
         self.mem = JudgeMemory(self.detail, self.device, settings.judge_memory_mb)   # each case's memory plan
         self.talk = Conversation(problem, settings, mode=mode, spawn=spawn, mem=self.mem)   # with its runners
         self.peak_mb: float | None = None
@@ -117,16 +120,18 @@ class Judge(OffRangeChecks):
         if self.language == "triton" and reply.get("launches") == 0:
             raise CandidateFailure(Status.rejected, f"kernel-launch check: {what} launched none of the candidate's "
                                    "own Triton kernels (the work was done some other way)", stage=stage)
+        if isinstance(reply.get("kernels"), list):   # the sm_90 check compiles at least these (aot)
+            self.launched.update(str(k) for k in reply["kernels"][:256])
+        if reply.get("alias"):
+            raise CandidateFailure(Status.rejected, f"aliasing check: output {reply['alias'][0]} of {what} shares "
+                                   "storage with an input (a view of the input, not a result of its own)",
+                                   stage=stage)
         if reply.get("untouched") or reply.get("unwritten"):
             raise CandidateFailure(Status.rejected, f"kernel-launch check: {what}'s output "
                                    + ("was never an argument of the candidate's own Triton kernels"
                                       if reply.get("untouched") else "held its final value before the first of the "
                                       "candidate's Triton kernels that took it ran, and that kernel did not write it")
                                    + " (the work was done some other way)", stage=stage)
-        if reply.get("alias"):
-            raise CandidateFailure(Status.rejected, f"aliasing check: output {reply['alias'][0]} of {what} shares "
-                                   "storage with an input (a view of the input, not a result of its own)",
-                                   stage=stage)
         if reply.get("not_plain"):
             raise CandidateFailure(Status.incorrect, f"{what} returned {str(reply['not_plain'][0])[:60]}, expected a "
                                    "plain torch.Tensor", stage=stage)
@@ -145,6 +150,13 @@ class Judge(OffRangeChecks):
 
     def correctness(self) -> None:
         cases = self.problem.cases_for(self.mode)
+        if self.s.retime:   # judged correct before: the timed case once, its kernels compiled for the clock
+            cases = [self.problem.timed_case if self.mode == "cuda" else self.problem.cpu_timed_case()]
+            if self.mode == "cuda" and self.language == "triton":
+                self._warm(cases)
+            with self.lease("shared"):
+                self._check_case(cases[0])
+            return
         if self.mode == "cuda" and self.language == "triton":
             self._warm(cases)
         for case in cases:
@@ -212,7 +224,8 @@ class Judge(OffRangeChecks):
             want, want_hi = references(ref, inputs, plan.hi or NATIVE)
             self._add_s("references", t_ref)
             self.mem.doing = f"comparing the outputs of {case.describe()} (chunks of {plan.chunk:,} elements)"
-            cmp = self._judge_values(case, got, want, want_hi, atol, rtol, plan.chunk)
+            cmp = self._judge_values(case, got, want, want_hi, atol, rtol, plan.chunk,
+                                     sums=(ref, inputs, plan.hi or torch.float64))
             self.detail["cases"].append({"case": case.describe(), "trial": trial, "ok": cmp.ok,
                                          "max_abs": cmp.max_abs, "max_rel": cmp.max_rel,
                                          **({"judged_by": "eager's own error"} if case.name in self._eager_decided
@@ -222,14 +235,22 @@ class Judge(OffRangeChecks):
                                        f"{self._precision_note(case)}", cmp.detail or None, stage="correctness")
             del got, want, want_hi
 
-    def _judge_values(self, case: Case, got, want, want_hi, atol: float, rtol: float, chunk: int):
+    def _judge_values(self, case: Case, got, want, want_hi, atol: float, rtol: float, chunk: int,
+                      sums: tuple | None = None):
         """`compare`, and where its values fail a tolerance that eager misses as well, eager's own error decides
-        (numerics.within_eager); eager's max abs error is kept for the timed-output check (`timed_tolerance`)."""
+        (numerics.within_eager); eager's max abs error is kept for the timed-output check (`timed_tolerance`).
+        `sums` (reference, inputs, high dtype): a failing output is also measured against the error an honest fp32
+        sum of the problem's K terms makes (numerics.within_sum_bound: K from the shapes, the scale from the
+        reference run on |inputs|), computed only on a failure."""
         cmp = compare(got, want, want_hi, atol, rtol, chunk)
         if want_hi is not want and case.name not in self._eager_abs:
             self._eager_abs[case.name] = eager_error(want, want_hi, chunk)
         if not cmp.ok:
-            cmp, decided = within_eager(got, want, want_hi, atol, rtol, cmp, chunk)
+            scale = terms = None
+            if sums is not None and "values off by more than" in cmp.reason and case.dtype == "float32":
+                ref, inputs, hi = sums
+                scale, terms = abs_reference(ref, inputs, hi), reduction_terms(inputs, want)
+            cmp, decided = within_eager(got, want, want_hi, atol, rtol, cmp, chunk, scale=scale, terms=terms)
             if decided is not None:
                 self._eager_decided.add(case.name)
         return cmp
@@ -309,7 +330,8 @@ class Judge(OffRangeChecks):
         # a family's timed case is sized for the compile (its specialisations are the GPU's); a problem file's own
         # size can be gigabytes of inputs on this CPU, so its largest interpreter-sized case stands in
         case = None if self.problem.builtin else self.problem.cpu_timed_case()
-        report = aot_report(self.source, self.problem, case, as_user=self.candidate_user, isolate=True)
+        report = aot_report(self.source, self.problem, case, as_user=self.candidate_user, isolate=True,
+                            required=self.launched)
         report = {k: report.get(k) for k in ("status", "kernels", "error", "wall_s")}
         self.detail["sm90"] = report
         if report.get("status") == "strays":   # its orphans, re-parented to the judge and killed (judge/aot.py)
@@ -395,7 +417,7 @@ def evaluate(problem: Problem, source: str, settings: EvalSettings, *, mode: str
         stage = "correctness"
         judge.correctness()
         lap("correctness")
-        if mode == "cpu" and settings.aot_compile:
+        if mode == "cpu" and settings.aot_compile and not settings.retime:
             stage = "compile_sm90"
             judge.aot()
             lap("compile_sm90")

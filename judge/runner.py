@@ -260,6 +260,7 @@ class Runner:
             raise _Failure("call", err) from None
         info = {"threads": threading.active_count() - threads, **written,
                 "launches": (self.launches.launches(self.module_name) - launched) if self.launches else None,
+                "kernels": sorted(self.launches.names.get(self.module_name, ())) if self.launches else [],
                 "guard": self.guard.changed() if self.guard else [], "tf32": self._tf32_changed(),
                 "alias": _aliases(out, inputs),
                 "not_plain": [type(o).__name__ for o in wire.flat_tensors(out) if type(o) is not torch.Tensor]}
@@ -276,13 +277,13 @@ class Runner:
     def _forward_watched(self, inputs: list) -> tuple[object, dict]:
         """The candidate's forward, with the kernel-launch check's record of which storages its Triton kernels took
         (anticheat.Writes): {"untouched": outputs no launch took, "unwritten": outputs its kernels did not write}."""
-        from kernelsearch.judge.anticheat import Writes
+        from kernelsearch.judge.anticheat import Provenance, Writes
 
         watch = self.launches is not None and self.language == "triton"
         if watch:
             self.launches.watch = Writes(self.module_name, inputs)
         try:
-            with torch.no_grad():
+            with torch.no_grad(), (Provenance(self.launches.watch) if watch else contextlib.nullcontext()):
                 out = self.model(*inputs)
             self.sync()
             if not watch:

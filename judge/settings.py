@@ -21,6 +21,9 @@ class EvalSettings(BaseModel):
     cpu_memory_gb: float = Field(default=8.0, gt=0)  # CPU candidate processes' address-space limit
     gpu_memory_fraction: float = Field(default=0.8, gt=0, le=1)  # each GPU process's share of the device memory
     aot_compile: bool = True                        # without a GPU: compile for sm_90 too (registers, spills)
+    # a re-timing of a kernel already judged correct (search/finalists.py): the correctness stage checks the timed case
+    # once (every output of every timed call is checked again by the clock), no range, stability or sm_90 stage
+    retime: bool = False
     # the memory the judge plans its own work with (float64 references, comparison chunks, timed batch sizes);
     # None: measured (the GPU's free memory, the host's available memory on the CPU). judge/memory.py
     judge_memory_mb: float | None = Field(default=None, gt=0)

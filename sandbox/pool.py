@@ -188,9 +188,10 @@ class EvaluatorPool:
         return min(self._load, key=lambda g: (self._load[g], g))
 
     async def evaluate(self, source: str, problem_ref: dict,
-                       may_start: Callable[[], bool] | None = None) -> EvalResult | None:
+                       may_start: Callable[[], bool] | None = None, retime: bool = False) -> EvalResult | None:
         """Check and time one candidate. `may_start` is asked once a slot is free: when it says no (the run's
-        wall-time budget ran out while this candidate waited), nothing starts and the answer is None."""
+        wall-time budget ran out while this candidate waited), nothing starts and the answer is None. `retime`: a
+        kernel judged correct before, timed again (EvalSettings.retime: the timed case's check, then the clock)."""
         async with self._slots:
             if may_start is not None and not may_start():
                 return None
@@ -199,11 +200,11 @@ class EvaluatorPool:
             try:
                 gate = self._gates.get(gpu)
                 if gate is None:
-                    return await self._run(source, problem_ref, gpu)
+                    return await self._run(source, problem_ref, gpu, retime)
                 async with gate.hold(await self._footprint(problem_ref)):
                     if may_start is not None and not may_start():
                         return None
-                    return await self._run(source, problem_ref, gpu)
+                    return await self._run(source, problem_ref, gpu, retime)
             finally:
                 self._load[gpu] -= 1
 
@@ -363,12 +364,12 @@ class EvaluatorPool:
             while held:
                 release()
 
-    async def _run(self, source: str, problem_ref: dict, gpu: int) -> EvalResult:
+    async def _run(self, source: str, problem_ref: dict, gpu: int, retime: bool = False) -> EvalResult:
         t0 = time.monotonic()
         workdir, rundir, uid, extra, cand_env = self._workspace(source, gpu)
         # no seed: the judge draws its own (sandbox/worker.py), so no process but the undumpable judge ever holds it
         request = {"mode": self.s.mode, "problem": problem_ref, "candidate_path": str(rundir / "candidate.py"),
-                   "settings": self.s.evaluation.model_dump()}
+                   "settings": {**self.s.evaluation.model_dump(), "retime": retime}}
         out_r, out_w = os.pipe()
         ctrl_r, ctrl_w = os.pipe()
         res_r, res_w = os.pipe()

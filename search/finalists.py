@@ -8,8 +8,10 @@ the best first) are evaluated again through the same evaluator pool, until each 
 evaluation and the re-timings), and again while that changes who the finalists are; a kernel's time is then the
 median of its ok timings (store/clock.py).
 
-A re-timing is a full evaluation of the same code (the pool has no timing-only mode), stored as another Evaluation
-row of the kernel with `purpose` "retime": never its verdict, never queued work, never redone on resume (a kernel
+A re-timing is an evaluation of the same code in the pool's re-timing mode (EvalSettings.retime: the timed case
+checked once, then the clock, which checks every output of every timed call; no other correctness case, range,
+stability or sm_90 stage: the kernel passed them in its first evaluation), stored as another Evaluation row of the
+kernel with `purpose` "retime": never its verdict, never queued work, never redone on resume (a kernel
 with its re-timings is not a finalist to re-time again; one whose re-timing was not ok is no longer ranked).
 Re-timings are not new kernels, so they do not count against `budgets.evaluations`; they start only while the
 wall-time budget lasts.
@@ -69,7 +71,7 @@ class Retimer:
             stored += done
 
     async def _retime(self, kernel_id: int, code: str) -> bool:
-        result = await self.pool.evaluate(code, self.ref, may_start=self.may_start)
+        result = await self.pool.evaluate(code, self.ref, may_start=self.may_start, retime=True)
         if result is None:   # the wall-time budget ran out while it waited: nothing measured, nothing stored
             return False
         row = result.row(kernel_id)

@@ -26,9 +26,13 @@ EXPECT = {
     "torch_softmax": ("rejected", "torch-compute check"),
     "never_launched": ("rejected", "kernel-launch check"),
     "fallback": ("rejected", "fallback check"),
-    "cache": ("incorrect", "cache check"),
+    # its kernel writes a fresh buffer and it returns the first answer: since issue 29 the kernel-launch check sees
+    # that the returned output was no argument of this call's kernels (the cache check, "incorrect", stood behind it)
+    "cache": ("rejected", "kernel-launch check"),
     "inplace": ("rejected", "modified its inputs in place"),
-    "stale": ("incorrect", "case "),
+    # it returns torch.empty_like(x), never written: since issue 29 the kernel-launch check (its output no argument
+    # of its kernels nor made from one) stands before the comparison that found it ("incorrect")
+    "stale": ("rejected", "kernel-launch check"),
     "thread": ("rejected", "thread check"),
     "patch_on_load": ("rejected", "identity check"),
     # it imports the judge's correctness module to patch it: the import check (issue 29) rejects that first; the

@@ -164,14 +164,15 @@ def host(x):
 
 def test_a_kernel_that_cannot_compile_is_a_compile_error_whoever_writes_the_report(softmax):
     """Fixture round3/forged_report: the candidate's process writes a clean report (and empty launch records) and
-    exits. The verdict is the judge's compile of the source's kernels: the one the source launches is unrecorded,
+    exits. The verdict is the judge's compile of the source's kernels: the one its runner launched is unrecorded,
     which fails; and recorded honestly (the same kernel without the forgery), it does not compile (it calls a plain
     Python function)."""
     from pathlib import Path
 
     src = (Path(__file__).parents[1] / "fixtures/cheats/round3/forged_report.py").read_text()
-    r = aot_report(src, softmax, "mid")
+    r = aot_report(src, softmax, "mid", required={"_softmax_row_kernel"})   # as the judge's runner saw it launched
     assert r["status"] == "compile_error" and r["missing"] == ["_softmax_row_kernel"], r
+    assert aot_report(src, softmax, "mid")["status"] != "ok"   # with the records' word alone: no kernel, no pass
     honest_record = src.replace('if os.environ.get("TRITON_INTERPRET") != "1":', "if False:")
     r = aot_report(honest_record, softmax, "mid")
     assert r["status"] == "compile_error" and "_scale" in r["error"], r

@@ -24,9 +24,10 @@ CASES = {
     "non_power_of_two": ((WRONG / "power_of_two_only.py").read_text(), "incorrect", "cols=33"),
     # exp without the max: right for unit-scale logits, overflows on large magnitudes only
     "unstable_large": ((WRONG / "no_max_subtraction.py").read_text(), "incorrect", "scale=50"),
-    # the last column is never written
-    "partial_output": (_mutate(STORE, STORE.replace("cols < n_cols)", "cols < n_cols - 1)")), "incorrect",
-                       "values off"),
+    # the last column is never written: wrong values, or, where its memory held the last call's answer, the
+    # kernel-launch check's second pass (that memory filled first stays filled: not written by the kernel)
+    "partial_output": (_mutate(STORE, STORE.replace("cols < n_cols)", "cols < n_cols - 1)")),
+                       ("incorrect", "rejected"), ("values off", "did not write it")),
     # float32 out of a bfloat16 problem
     "wrong_dtype": (_mutate("return y.reshape(shape)", "return y.reshape(shape).float()"), "incorrect",
                     "dtype torch.float32, expected torch.bfloat16"),
@@ -50,6 +51,7 @@ def test_honest_online_kernel_passes(softmax):
 def test_stage_rejects(softmax, name):
     code, status, needle = CASES[name]
     r = evaluate(softmax, code, EvalSettings(trials=1, aot_compile=False), mode="cpu", seed=7)
-    assert r.status == status, (name, r.reason)
-    assert needle in r.reason, (name, r.reason)
+    statuses, needles = (status, needle) if isinstance(status, tuple) else ((status,), (needle,))
+    assert r.status in statuses, (name, r.reason)
+    assert needles[statuses.index(r.status)] in r.reason, (name, r.reason)
     assert r.stage == "correctness"

@@ -1,7 +1,7 @@
 """The kernel-launch check's second half (judge/anticheat.Writes, run by the candidate's runner): the candidate's own
 Triton kernels must have written its output. A launch that takes no output, or takes the output torch already
 computed and leaves it as it was, does not count; an honest kernel writing into memory that happened to hold the same
-answer from an earlier call does."""
+answer from an earlier call, or whose output the host casts or slices, does."""
 from __future__ import annotations
 
 import socket
@@ -46,6 +46,12 @@ def _dummy(x):         # a one-element launch beside the work
     return x * 2
 
 
+def _host_cast(x):     # honest: its kernel writes an fp32 buffer, the host casts and slices it
+    y = torch.empty(x.numel() + 64)
+    _double[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), BLOCK=64)
+    return y[:x.numel()].to(torch.float64).clone()
+
+
 _STALE: list = []
 
 
@@ -73,12 +79,13 @@ def runner():
     (_honest, {"untouched": [], "unwritten": []}),
     (_precomputed, {"untouched": [], "unwritten": [0]}),
     (_dummy, {"untouched": [0], "unwritten": []}),
+    (_host_cast, {"untouched": [], "unwritten": []}),
 ])
 def test_which_outputs_the_candidates_kernels_wrote(runner, forward, verdict):
     runner.model = forward
     x = torch.randn(300)
     out, written = runner._forward_watched([x])
-    assert torch.equal(out, x * 2)
+    assert torch.equal(out.to(x.dtype), x * 2)
     assert written == verdict
     assert runner.launches.watch is None
 

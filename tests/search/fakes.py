@@ -44,10 +44,13 @@ class FakePool:
     def __init__(self, kill_after: int | None = None):
         self.kill_after = kill_after
         self.codes: list[str] = []
+        self.retimed: list[str] = []   # codes asked for in the pool's re-timing mode
 
-    async def evaluate(self, code: str, ref: str, may_start=None):
+    async def evaluate(self, code: str, ref: str, may_start=None, retime: bool = False):
         if may_start is not None and not may_start():
             return None
+        if retime:
+            self.retimed.append(code)
         await asyncio.sleep(0)
         if self.kill_after is not None and len(self.codes) >= self.kill_after:
             raise Killed()

@@ -38,8 +38,8 @@ class MovingPool(FakePool):
         self.lucky = lucky
         self.calls: dict[str, int] = {}
 
-    async def evaluate(self, code, ref, may_start=None):
-        result = await super().evaluate(code, ref, may_start)
+    async def evaluate(self, code, ref, may_start=None, retime=False):
+        result = await super().evaluate(code, ref, may_start, retime)
         if result is None or result.status != Status.ok:
             return result
         n = self.calls[code] = self.calls.get(code, 0) + 1
@@ -183,6 +183,7 @@ def test_finalists_are_retimed_and_a_kernels_time_is_the_median_of_its_rows(tmp_
     retimes = [r for r in rows if r[5] == "retime"]
     assert len(t.kernels) == len(verdicts) == 14 and st.evaluations == 14   # re-timings are not kernels
     assert retimes and st.retimes == len(retimes) and len(pool.codes) == len(rows)
+    assert len(pool.retimed) == len(retimes)   # each asked in the pool's re-timing mode, and nothing else
     assert any(kind == "retiming" for kind, _ in events) and any(kind == "retimed" for kind, _ in events)
     per_kernel: dict[int, list[float]] = {}
     for _, kid, status, time_ms, _, _ in rows:

@@ -26,7 +26,7 @@ class OomPool(FakePool):
         self.ooms = ooms
         self.seen: dict[str, int] = {}
 
-    async def evaluate(self, code, ref, may_start=None):
+    async def evaluate(self, code, ref, may_start=None, retime=False):
         if may_start is not None and not may_start():
             return None
         self.codes.append(code)

@@ -7,6 +7,7 @@ import os
 import signal
 import sqlite3
 import time
+from pathlib import Path
 
 import pytest
 
@@ -39,6 +40,22 @@ def test_backend_key_is_checked_and_named():
     local = parse_config(base)
     assert parse_config(local.model_dump(mode="json")).evaluation.backend == "local"
     assert parse_config(cfg.model_dump(mode="json")).ray.address == "auto"
+
+
+def test_a_problem_file_the_node_lacks_is_written_there_by_content(tmp_path, monkeypatch):
+    from kernelsearch.sandbox.ray_backend import _materialize
+
+    monkeypatch.setenv("KERNELSEARCH_CACHE", str(tmp_path / "cache"))
+    text = "import torch\n# a KernelBench problem\n"
+    here = tmp_path / "19_ReLU.py"
+    here.write_text(text)
+    assert _materialize({"file": str(here)}, text) == {"file": str(here)}   # the node has this very file
+    for ref in ({"file": "/nowhere/19_ReLU.py"}, {"file": str(here)}):
+        if ref["file"] == str(here):
+            here.write_text(text + "# edited since\n")   # the node's copy differs from the controller's
+        got = Path(_materialize(ref, text)["file"])
+        assert got.name == "19_ReLU.py" and got.read_text() == text and got.is_relative_to(tmp_path / "cache")
+    assert _materialize({"builtin": "softmax"}, None) == {"builtin": "softmax"}
 
 
 @pytest.fixture(scope="module")

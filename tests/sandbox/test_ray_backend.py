@@ -42,6 +42,17 @@ def test_backend_key_is_checked_and_named():
     assert parse_config(cfg.model_dump(mode="json")).ray.address == "auto"
 
 
+def test_backend_ray_without_ray_installed_says_how_to_get_it(monkeypatch):
+    import sys
+
+    from kernelsearch.runner import RunError, pool_for
+
+    monkeypatch.setitem(sys.modules, "ray", None)   # import ray fails, as where it is not installed
+    cfg = parse_config({"problem": "softmax", "llm": {"provider": "offline"}, "evaluation": {"backend": "ray"}})
+    with pytest.raises(RunError, match=r"backend: ray needs the ray package: pip install 'kernelsearch\[ray\]'"):
+        pool_for(cfg)
+
+
 def test_a_problem_file_the_node_lacks_is_written_there_by_content(tmp_path, monkeypatch):
     from kernelsearch.sandbox.ray_backend import _materialize
 

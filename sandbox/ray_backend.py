@@ -258,9 +258,12 @@ class RayPool:
             await asyncio.sleep(0.2)
 
     def _lose(self, actor: _Actor, err: BaseException) -> None:
-        """An actor died (its process or its node): out of the rotation, and a replacement asked for."""
+        """An actor died or cannot be reached (its process or its node): out of the rotation, killed in case it was
+        only unreachable (it would hold its GPU on), and a replacement asked for."""
         if actor in self._live:
             self._live.remove(actor)
+            with contextlib.suppress(Exception):
+                _ray().kill(actor.handle)
             self.lost.append({**actor.info, "error": f"{type(err).__name__}: {str(err)[:300]}"})
             self._pending.append(self._new_actor())
 
@@ -322,10 +325,8 @@ class RayPool:
         """Kill this pool's actors (their fork servers and workers die with them); a cluster started here stops."""
         ray = _ray()
         for a in [*self._live, *self._pending]:
-            try:
+            with contextlib.suppress(Exception):   # already gone
                 ray.kill(a.handle)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
         self._live, self._pending = [], []
         if self._owns_connection and ray.is_initialized():
             ray.shutdown()

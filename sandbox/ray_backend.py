@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from kernelsearch.judge.result import EvalResult
 from kernelsearch.judge.settings import EvalSettings
 from kernelsearch.judge.status import Status
 from kernelsearch.sandbox.env import _DENY
+from kernelsearch.sandbox.fair import FairSlots
 from kernelsearch.sandbox.pool import PoolSettings
 from kernelsearch.sandbox.settings import RaySettings
 
@@ -176,7 +178,8 @@ class _Actor:
 
 class RayPool:
     """The pool's interface (evaluate, mode, s, close) over actors of a Ray cluster. `settings` is what the local
-    pool would get (its concurrency: evaluations in flight from this process, over all actors)."""
+    pool would get (its concurrency: evaluations in flight from this process, over all actors, handed out round
+    robin over the problems waiting: sandbox/fair.py)."""
 
     def __init__(self, settings: PoolSettings, ray_settings: RaySettings, device: str = "auto",
                  hide: tuple[str, ...] = ()) -> None:
@@ -200,7 +203,7 @@ class RayPool:
         self._start(ray)
         self.s = PoolSettings(mode=self._live[0].info["mode"], gpus=list(range(count)) if self.uses_gpu else [0],
                               concurrency=settings.concurrency, evaluation=settings.evaluation)
-        self._slots = asyncio.Semaphore(settings.concurrency)
+        self._slots = FairSlots(settings.concurrency)   # round robin over the problems waiting (bench --jobs)
 
     @property
     def mode(self) -> str:
@@ -282,7 +285,7 @@ class RayPool:
         ray = _ray()
         lost = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
                 ray.exceptions.ObjectLostError, ray.exceptions.OwnerDiedError)
-        async with self._slots:
+        async with self._slots.hold(json.dumps(problem_ref, sort_keys=True)):
             if may_start is not None and not may_start():
                 return None
             text = self._file_text(problem_ref)

@@ -91,8 +91,16 @@ def cluster():
 def _pool(concurrency=2, **ray_over):
     from kernelsearch.sandbox.ray_backend import RayPool
 
-    return RayPool(PoolSettings(concurrency=concurrency, evaluation=EvalSettings(timeout_s=60, trials=1)),
-                   RaySettings(**ray_over), device="auto", hide=(NAMED,))
+    return _both_live(RayPool(PoolSettings(concurrency=concurrency, evaluation=EvalSettings(timeout_s=60, trials=1)),
+                              RaySettings(**ray_over), device="auto", hide=(NAMED,)))
+
+
+def _both_live(pool):
+    """The pool once both GPUs' actors have started (the pool waits for the first; the second may come later)."""
+    deadline = time.monotonic() + 120
+    while len(pool.describe()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return pool
 
 
 def test_no_key_reaches_an_actor(cluster):
@@ -105,7 +113,7 @@ def test_no_key_reaches_an_actor(cluster):
     pool = pool_for(cfg)   # the config's backend, told which variable holds the config's key
     try:
         assert isinstance(pool, RayPool) and pool.hide == (NAMED,)
-        actors = pool.describe()
+        actors = _both_live(pool).describe()
         assert sorted(g for a in actors for g in a["gpus"]) == [0, 1]   # one actor per declared GPU
         for a in actors:   # read from inside each actor: its environment now, and the one its process started with
             for names in (a["environ"], a["initial_environ"]):

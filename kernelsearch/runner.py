@@ -141,6 +141,10 @@ def prepare_run(cfg: Config, db: Path, name: str | None, console: Console, pool:
                   f"provider {cfg.role('ideas').provider}/{cfg.role('code').provider}, device "
                   + ("cpu: Triton interpreter, timings labelled cpu-interpreter (not GPU timings)"
                      if pool.s.mode == "cpu" else f"cuda x{len(pool.s.gpus)}"), markup=False)
+    if hasattr(pool, "describe"):   # the Ray backend: where the evaluations go
+        actors = pool.describe()
+        console.print(f"evaluations on a Ray cluster: {len(actors)} actors on "
+                      f"{len({a['node'] for a in actors})} node(s)", markup=False)
     note = _shapes_note(problem)
     if note:
         console.print(note, markup=False)

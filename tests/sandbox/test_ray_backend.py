@@ -226,6 +226,7 @@ def test_a_search_on_ray_stores_the_tree_the_local_backend_stores(cluster, tmp_p
         cfg = write_config(folder, device="auto", search=search, evaluation={"backend": backend}, **extra)
         r = cli("run", str(cfg), "--name", "t", cwd=folder)
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        assert ("evaluations on a Ray cluster: " in r.stdout) == (backend == "ray")
         shapes.append(_shape(folder / "ks.db"))
     assert shapes[0] == shapes[1]
     ideas, kernels, runs, _ = shapes[1]

@@ -134,6 +134,23 @@ def test_no_key_reaches_an_actor(cluster):
         cluster.kill(actor)
 
 
+def test_device_cpu_takes_cpu_only_actors_sized_by_cpus_per_actor(cluster):
+    from kernelsearch.sandbox.ray_backend import RayPool
+
+    for cpus, count in ((1.0, 2), (2.0, 1)):   # the cluster declares 2 CPUs
+        pool = RayPool(PoolSettings(concurrency=2, evaluation=EvalSettings(timeout_s=60)),
+                       RaySettings(cpus_per_actor=cpus), device="cpu")
+        try:
+            deadline = time.monotonic() + 120
+            while len(pool.describe()) < count and time.monotonic() < deadline:
+                time.sleep(0.2)
+            actors = pool.describe()
+            assert len(actors) == count and pool.mode == "cpu"
+            assert all(a["gpus"] == [] and a["mode"] == "cpu" for a in actors)   # no GPU taken for CPU work
+        finally:
+            pool.close()
+
+
 @pytest.mark.slow   # ~23 s on 2 cores: two actors' fork servers start torch, then four evaluations
 def test_evaluations_spread_over_both_gpus_and_timings_never_overlap_on_one(cluster):
     from kernelsearch.families import load_problem

@@ -49,6 +49,7 @@ def legacy(source: str) -> str:
 def build_times(source: str, ext_dir: Path) -> list[float]:
     """Seconds to import the candidate (load_inline builds at import) in two fresh processes sharing one build
     folder: the first builds, the second loads from torch's warm build folder."""
+    ext_dir.mkdir(parents=True, exist_ok=True)
     path = ext_dir / "candidate.py"
     path.write_text(source)
     code = ("import importlib.util, sys, time\nt = time.perf_counter()\n"

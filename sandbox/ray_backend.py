@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,6 +169,12 @@ def _materialize(problem_ref: dict, file_text: str | None) -> dict:
     return {**problem_ref, "file": str(copy)}
 
 
+def _why(err: BaseException) -> str:
+    """A Ray error in one line: its type and the last line of its text (a traceback's last line is its cause)."""
+    lines = [ln.strip() for ln in re.sub(r"\x1b\[[0-9;]*m", "", str(err)).splitlines() if ln.strip()]
+    return f"{type(err).__name__}: {lines[-1][:300] if lines else ''}"
+
+
 @dataclass(eq=False)   # compared by identity
 class _Actor:
     handle: object
@@ -227,6 +234,9 @@ class RayPool:
                                   f"; the cluster's resources now: {ray.available_resources()}")
         ray.wait(refs, num_returns=len(refs), timeout=10)
         self._admit(ray)
+        if not self._live:   # the first placed died starting (a node without kernelsearch, torch failing there)
+            self.close()
+            raise RayBackendError(f"ray: the evaluator actor failed to start: {self.lost[-1]['error']}")
         modes = {a.info["mode"] for a in self._live}
         if len(modes) > 1:
             self.close()
@@ -244,7 +254,7 @@ class RayPool:
             try:
                 a.info = ray.get(a.ready)
             except ray.exceptions.RayError as err:
-                self.lost.append({"error": f"{type(err).__name__}: {str(err)[:300]}"})
+                self.lost.append({"error": _why(err)})
                 continue
             self._live.append(a)
 
@@ -267,7 +277,7 @@ class RayPool:
             self._live.remove(actor)
             with contextlib.suppress(Exception):
                 _ray().kill(actor.handle)
-            self.lost.append({**actor.info, "error": f"{type(err).__name__}: {str(err)[:300]}"})
+            self.lost.append({**actor.info, "error": _why(err)})
             self._pending.append(self._new_actor())
 
     def _file_text(self, problem_ref: dict) -> str | None:

@@ -151,6 +151,16 @@ def test_device_cpu_takes_cpu_only_actors_sized_by_cpus_per_actor(cluster):
             pool.close()
 
 
+def test_an_actor_that_cannot_start_is_an_error_that_says_why(cluster):
+    from kernelsearch.sandbox.ray_backend import RayBackendError, RayPool
+
+    # device: cuda on nodes that declare GPUs torch cannot see (this machine): each actor fails in its __init__
+    with pytest.raises(RayBackendError, match=r"failed to start: .*torch sees no GPU"):
+        RayPool(PoolSettings(concurrency=2, evaluation=EvalSettings(timeout_s=60)), RaySettings(), device="cuda")
+    pool = _pool()   # the GPUs those actors held are free again
+    pool.close()
+
+
 @pytest.mark.slow   # ~23 s on 2 cores: two actors' fork servers start torch, then four evaluations
 def test_evaluations_spread_over_both_gpus_and_timings_never_overlap_on_one(cluster):
     from kernelsearch.families import load_problem

@@ -112,8 +112,8 @@ class Writes:
 
     def before_launch(self, kernel: str, args: tuple, kwargs: dict) -> None:
         n = self.nth[kernel] = self.nth.get(kernel, -1) + 1
-        for key, a in [*enumerate(args), *kwargs.items()]:
-            if not isinstance(a, torch.Tensor) or not a.numel():
+        for key, a in [(k, t) for k, v in [*enumerate(args), *kwargs.items()] for t in _launch_tensors(v)]:
+            if not a.numel():
                 continue
             ptr = a.untyped_storage().data_ptr()
             if ptr in self.inputs or ptr in self.first:
@@ -138,6 +138,19 @@ class Writes:
             elif torch.equal(_storage_bytes(o), hit[1]):
                 same[j] = hit[0]
         return untouched, same
+
+
+def _launch_tensors(value, depth: int = 0) -> list:
+    """The tensors a launch argument hands a kernel: a tensor, the tensor under a TMA descriptor (Triton's
+    TensorDescriptor, whose `base` the kernel reads and writes through), or those in a tuple of them."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    base = getattr(value, "base", None)
+    if isinstance(base, torch.Tensor) and hasattr(value, "block_shape"):
+        return [base]
+    if isinstance(value, (tuple, list)) and depth < 4:
+        return [t for v in value for t in _launch_tensors(v, depth + 1)]
+    return []
 
 
 def _tensors(value, found: list) -> list:

@@ -44,7 +44,7 @@ from kernelsearch.judge.client import RunnerClient
 from kernelsearch.judge.conversation import Conversation
 from kernelsearch.judge.correctness import COMPARE_CHUNK, agreement, compare
 from kernelsearch.judge.family import Case
-from kernelsearch.judge.memory import timing_calls
+from kernelsearch.judge.memory import calls_that_fit, timing_calls
 from kernelsearch.judge.numerics import references, to_hi
 from kernelsearch.judge.seeds import derive_seed
 from kernelsearch.judge.status import CandidateFailure, HarnessFailure, Status
@@ -168,6 +168,14 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
         # as many calls as fit on the device beside the judge's check, every side holding n input sets and outputs
         # (judge/memory.py); under MIN_CALLS only where two do not fit, with a note
         free, _ = mem.free()
+        if "compile" in sides and calls_that_fit(in_bytes, out_bytes, len(sides), free) < 1 <= calls_that_fit(
+                in_bytes, out_bytes, len(sides) - 1, free):
+            # one call on three sides does not fit (KernelBench's 6 GiB inputs on an H100: 3 x 14 GiB of slots beside
+            # the judge's 34 ran the device out of memory), on two it does: torch.compile is not timed, and said so
+            sides.pop("compile").close()
+            detail["compile_not_timed"] = (f"one call's inputs and outputs on three sides "
+                                           f"({3 * (in_bytes + out_bytes) / 2**30:.1f} GiB) do not fit beside the "
+                                           f"judge's check in {free / 2**30:.1f} GiB free: torch.compile not timed")
         n, note = timing_calls(in_bytes, out_bytes, len(sides), free, settings.timing_iters if cuda else
                                min(settings.timing_iters, 3), BATCH_BYTES, MIN_CALLS)
         batches = (MIN_BATCHES, MAX_BATCHES) if cuda else (1, 2)

@@ -44,9 +44,15 @@ def drop_privileges(uid: int) -> None:
     """Become `uid` (and a group of the same number), with no supplementary groups: the candidate's process cannot
     then open the store, other evaluations' directories, or the judge's memory (/proc/PID/mem, ptrace), all root's.
     Called after `leave_network` (a network namespace needs root) and before any candidate code."""
+    parent = os.getppid()
     os.setgroups([])
     os.setgid(uid)
     os.setuid(uid)
+    # a change of user clears the parent-death signal: armed again, or a runner outlived its killed judge (seen when a
+    # Ray actor or a controller was SIGKILLed); a parent already gone meanwhile is this process's end too
+    die_with_parent()
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 _PR_SET_CHILD_SUBREAPER = 36

@@ -148,6 +148,11 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:,.0f} MiB" if n >= 10 * 2**20 else f"{n / 2**20:.3g} MiB"
 
 
+def calls_that_fit(in_b: int, out_b: int, sides: int, free: int) -> int:
+    """Timed calls a side whose input sets and outputs fit beside the judge's check (see timing_calls)."""
+    return (int(TIMING_MARGIN * free) - (in_b + 3 * out_b)) // (sides * max(in_b + out_b, 1))
+
+
 def timing_calls(in_b: int, out_b: int, sides: int, free: int, want: int, batch_bytes: int,
                  min_calls: int) -> tuple[int, str | None]:
     """Calls per timed batch: at most `want` and `batch_bytes` of inputs and outputs a side, and what fits beside the
@@ -156,7 +161,7 @@ def timing_calls(in_b: int, out_b: int, sides: int, free: int, want: int, batch_
     under `min_calls` with a note."""
     per_call = max(in_b + out_b, 1)
     wanted = max(min_calls, min(want, batch_bytes // per_call))
-    fit = (int(TIMING_MARGIN * free) - (in_b + 3 * out_b)) // (sides * per_call)
+    fit = calls_that_fit(in_b, out_b, sides, free)
     n = max(1, min(wanted, fit))
     if n >= min(wanted, min_calls):
         return n, None
@@ -300,7 +305,7 @@ IN_COPIES, OUT_COPIES = 3, 6    # inputs: judge, candidate, eager runner; output
 #                                 and the compared chunk's temporaries
 
 
-def footprint_bytes(problem_ref: dict) -> int:
+def footprint_bytes(problem_ref: dict, sides: int = 2) -> int:
     """An evaluation's peak GPU bytes, estimated from its timed case's inputs and outputs on the meta device (no
     memory drawn): IN_COPIES x inputs + OUT_COPIES x outputs + EVAL_FIXED_BYTES. A problem whose inputs cannot be
     drawn on the meta device (a family's generator) is counted from its byte count (spec.bytes_moved at the timed
@@ -314,7 +319,8 @@ def footprint_bytes(problem_ref: dict) -> int:
         problem = load_problem(problem_ref)
         if "file" not in problem_ref:   # a family: its generator cannot draw on the meta device, its byte count can say
             moved = problem.bytes_moved(problem.timed_case) if problem.bytes_moved else 0
-            return OUT_COPIES * int(moved) + EVAL_FIXED_BYTES   # inputs and outputs counted as outputs: an upper bound
+            # inputs and outputs counted as outputs: an upper bound
+            return (OUT_COPIES + sides - 2) * int(moved) + EVAL_FIXED_BYTES
         module = problem.module   # the file's own sizes: its timed case
         with torch.device("meta"):
             torch.manual_seed(0)
@@ -325,6 +331,7 @@ def footprint_bytes(problem_ref: dict) -> int:
                 out_b = sum(t.numel() * t.element_size() for t in flatten(out) if isinstance(t, torch.Tensor))
             except Exception:   # noqa: BLE001 - an op the meta device cannot run: the output as large as the inputs
                 out_b = in_b
-        return IN_COPIES * in_b + OUT_COPIES * out_b + EVAL_FIXED_BYTES
+        # a third timed side (torch.compile's reference, `compare_compile`) holds its own inputs and outputs
+        return (IN_COPIES + sides - 2) * in_b + (OUT_COPIES + sides - 2) * out_b + EVAL_FIXED_BYTES
     except Exception:   # noqa: BLE001 - a problem that does not load is the evaluation's to report, not the gate's
         return EVAL_FIXED_BYTES

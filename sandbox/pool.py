@@ -213,7 +213,8 @@ class EvaluatorPool:
         if key not in self._footprints:
             from kernelsearch.judge.memory import footprint_bytes
 
-            self._footprints[key] = await asyncio.to_thread(footprint_bytes, problem_ref)
+            sides = 3 if self.s.evaluation.compare_compile else 2   # torch.compile's reference is a third side
+            self._footprints[key] = await asyncio.to_thread(footprint_bytes, problem_ref, sides)
         return self._footprints[key]
 
     def _candidate_uid(self) -> int | None:

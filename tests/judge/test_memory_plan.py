@@ -268,3 +268,21 @@ def test_out_of_memory_in_the_candidates_reply_is_its_crash_and_in_a_reference_r
     for op in ("inputs", "batch", "call"):
         with pytest.raises(HarnessFailure):
             talk.ask(ref, {"op": op, "slot": 0}, f"op {op}", "timing")
+
+
+def test_a_third_timed_side_is_counted_by_the_gate_and_by_the_fit(tmp_path):
+    """torch.compile's reference (compare_compile, on by default for `bench`) is a third timed side: the pool's gate
+    counts its inputs and outputs, and one call on three sides that does not fit where two do drops it (clock.py),
+    seen on an H100 with KernelBench's 6 GiB elementwise inputs."""
+    from kernelsearch.judge.memory import TIMING_MARGIN, calls_that_fit, footprint_bytes
+
+    path = tmp_path / "big.py"
+    path.write_text("import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                    "        return torch.sigmoid(x)\n\ndef get_inputs():\n    return [torch.rand(1024, 1024)]\n\n"
+                    "def get_init_inputs():\n    return []\n")
+    ref = {"file": str(path)}
+    two, three = footprint_bytes(ref), footprint_bytes(ref, 3)
+    assert three - two == 2 * 1024 * 1024 * 4   # one more copy of the inputs and of the outputs
+    gib = 2**30
+    free = int((6 + 18 + 2 * 12 + 6) / TIMING_MARGIN * gib)   # the check, two sides of one call, and 6 GiB spare
+    assert calls_that_fit(6 * gib, 6 * gib, 2, free) == 1 and calls_that_fit(6 * gib, 6 * gib, 3, free) == 0

@@ -97,3 +97,20 @@ def test_an_honest_kernel_over_memory_that_held_the_answer_is_not_flagged(runner
     out, again = runner._forward_watched([x])   # the same memory, the same answer in it before the kernel ran
     assert first == again == {"untouched": [], "unwritten": []}
     assert torch.equal(out, x * 2)
+
+
+def test_a_tensor_reached_through_a_tma_descriptor_counts_as_taken():
+    """A TMA kernel takes Triton TensorDescriptors, not tensors (the matmul family's default): the tensor under one
+    (in a tuple too) is what the launch took. Before, every honest TMA matmul was rejected on an H100 (KernelBench
+    level 1: 1_, 6_, 11_, 16_)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from kernelsearch.judge.anticheat import Writes
+
+    x, y = torch.randn(64, 64), torch.empty(64, 64)
+    w = Writes(__name__, [x])
+    w.before_launch("k", ((TensorDescriptor.from_tensor(x, [16, 16]), TensorDescriptor.from_tensor(y, [16, 16])),),
+                    {})
+    y.copy_(x * 2)   # what the kernel would write
+    assert w.verdict([y]) == ([], {})
+    assert Writes(__name__, [x]).verdict([y]) == ([0], {})   # no launch took it

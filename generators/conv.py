@@ -177,7 +177,8 @@ def conv(x, weight, bias, params):
                      for i, s, p, d, k, op in zip(ins, stride, padding, dilation, ks, output_padding))
     else:
         OC = weight.shape[0]
-        outs = tuple((i + 2 * p - d * (k - 1) - 1) // s + 1 for i, s, p, d, k in zip(ins, stride, padding, dilation, ks))
+        outs = tuple((i + 2 * p - d * (k - 1) - 1) // s + 1
+                     for i, s, p, d, k in zip(ins, stride, padding, dilation, ks))
     if C % groups or OC % groups:
         raise ValueError(f"{C} input and {OC} output channels do not split into {groups} groups")
     y = torch.empty((N, OC) + outs, dtype=x.dtype, device=x.device)
@@ -377,6 +378,7 @@ def conv_space(cv: Conv, init: str, forward: str, body: str, helper: str = "") -
         moves.append(Move(f"{w} warps", f"Run each program on {w} warps.", {"num_warps": w}))
     for b in PARAMS["BLOCK"]:
         moves.append(Move(f"direct BLOCK {b}", f"{b} output pixels a program in the direct kernel.", {"BLOCK": b}))
-    return SearchSpace(params=PARAMS, default=start_point(cv), template=lambda p: render(cv, p, init, forward, body, helper),
+    return SearchSpace(params=PARAMS, default=start_point(cv),
+                       template=lambda p: render(cv, p, init, forward, body, helper),
                        moves=moves, tuning=["BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "BLOCK"],
                        cases=(Case("conv", {}, timed=True),), limits=limits)

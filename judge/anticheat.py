@@ -77,6 +77,45 @@ class LaunchCounter:
     def launches(self, module_name: str) -> int:
         return self.counts.get(module_name, 0)
 
+    def install_extensions(self, module_name: str) -> None:
+        """CUDA C++: each call of a function of an extension load_inline builds counts as a launch of the candidate's
+        own kernels (`module_name`'s), its tensor arguments are taken as a Triton launch's are, and the tensors it
+        returns (an output allocated in C++) are its work. The native-code scan stands against ATen compute inside."""
+        from torch.utils import cpp_extension as ce
+
+        original, counter = ce.load_inline, self
+
+        def load_inline(*args, **kwargs):
+            return _CountedExtension(original(*args, **kwargs), counter, module_name)
+
+        load_inline.__wrapped__ = original
+        ce.load_inline = load_inline
+
+
+class _CountedExtension:
+    """A load_inline extension whose functions are counted as the candidate's launches (LaunchCounter)."""
+
+    def __init__(self, module, counter: LaunchCounter, owner: str) -> None:
+        self.__dict__.update(_module=module, _counter=counter, _owner=owner)
+
+    def __getattr__(self, name: str):
+        attr = getattr(self._module, name)
+        if name.startswith("__") or not callable(attr):
+            return attr
+        counter, owner = self._counter, self._owner
+
+        def call(*args, **kwargs):
+            counter.counts[owner] = counter.counts.get(owner, 0) + 1
+            watch = counter.watch
+            if watch is not None and watch.module == owner:
+                watch.before_launch(name, args, kwargs)
+            out = attr(*args, **kwargs)
+            if watch is not None and watch.module == owner:
+                watch.derived.update(t.untyped_storage().data_ptr() for t in _launch_tensors(out) if t.numel())
+            return out
+
+        return call
+
 
 def _storage_bytes(t: torch.Tensor) -> torch.Tensor:
     """The whole storage under `t` as a uint8 tensor (a view: no copy)."""

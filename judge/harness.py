@@ -117,9 +117,10 @@ class Judge(OffRangeChecks):
     def _call(self, slot: int, inputs: list, views: list | None, what: str, stage: str = "correctness"):
         reply, bufs = self.talk.ask(self.cand, {"op": "call", "slot": slot}, what, stage)
         self.talk.advisories(reply, what, stage)
-        if self.language == "triton" and reply.get("launches") == 0:
+        if self.language in ("triton", "cuda") and reply.get("launches") == 0:
+            own = "Triton kernels" if self.language == "triton" else "CUDA extensions' functions"
             raise CandidateFailure(Status.rejected, f"kernel-launch check: {what} launched none of the candidate's "
-                                   "own Triton kernels (the work was done some other way)", stage=stage)
+                                   f"own {own} (the work was done some other way)", stage=stage)
         if isinstance(reply.get("kernels"), list):   # the sm_90 check compiles at least these (aot)
             self.launched.update(str(k) for k in reply["kernels"][:256])
         if reply.get("alias"):
@@ -128,9 +129,9 @@ class Judge(OffRangeChecks):
                                    stage=stage)
         if reply.get("untouched") or reply.get("unwritten"):
             raise CandidateFailure(Status.rejected, f"kernel-launch check: {what}'s output "
-                                   + ("was never an argument of the candidate's own Triton kernels"
+                                   + ("was never an argument of the candidate's own kernels nor made from one"
                                       if reply.get("untouched") else "held its final value before the first of the "
-                                      "candidate's Triton kernels that took it ran, and that kernel did not write it")
+                                      "candidate's kernels that took it ran, and that kernel did not write it")
                                    + " (the work was done some other way)", stage=stage)
         if reply.get("not_plain"):
             raise CandidateFailure(Status.incorrect, f"{what} returned {str(reply['not_plain'][0])[:60]}, expected a "

@@ -197,8 +197,10 @@ class Runner:
             use_builds(req["ext_cache"])
         self.launches = LaunchCounter()
         self.launches.install()
-        self.guard = Guard(_guard_targets())
         self.module_name = f"ks_candidate_{os.getpid()}"
+        if self.language == "cuda":
+            self.launches.install_extensions(self.module_name)
+        self.guard = Guard(_guard_targets())
         try:
             self.module = load_source_module(self.source, self.module_name, filename=path)
         except BaseException as err:  # noqa: BLE001
@@ -279,7 +281,7 @@ class Runner:
         (anticheat.Writes): {"untouched": outputs no launch took, "unwritten": outputs its kernels did not write}."""
         from kernelsearch.judge.anticheat import Provenance, Writes
 
-        watch = self.launches is not None and self.language == "triton"
+        watch = self.launches is not None and self.language in ("triton", "cuda")
         if watch:
             self.launches.watch = Writes(self.module_name, inputs)
         try:

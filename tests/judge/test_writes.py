@@ -114,3 +114,32 @@ def test_a_tensor_reached_through_a_tma_descriptor_counts_as_taken():
     y.copy_(x * 2)   # what the kernel would write
     assert w.verdict([y]) == ([], {})
     assert Writes(__name__, [x]).verdict([y]) == ([0], {})   # no launch took it
+
+
+def test_a_cuda_extensions_functions_are_its_launches_and_what_they_return_its_work(monkeypatch):
+    """CUDA C++ (load_inline): each call of an extension's function counts as a launch of the candidate's kernels,
+    and an output it returns (allocated in C++) is its work; a forward that leaves its extension unused is caught."""
+    from types import SimpleNamespace
+
+    from torch.utils import cpp_extension as ce
+
+    ext = SimpleNamespace(double=lambda x: x * 2)   # stands in for a built extension (no GPU, no nvcc build here)
+    monkeypatch.setattr(ce, "load_inline", lambda *a, **k: ext)
+    a, b = socket.socketpair()
+    r = Runner(a)
+    r.language, r.module_name = "cuda", "ks_candidate_test"
+    r.launches = LaunchCounter()
+    r.launches.install_extensions(r.module_name)
+    built = ce.load_inline(name="ext", cpp_sources="", functions=["double"])
+    x = torch.randn(100)
+    try:
+        r.model = lambda x: built.double(x)
+        out, written = r._forward_watched([x])
+        assert torch.equal(out, x * 2) and written == {"untouched": [], "unwritten": []}
+        assert r.launches.launches(r.module_name) == 1
+        r.model = lambda x: x * 2                       # the extension is there, the forward does not use it
+        _, written = r._forward_watched([x])
+        assert written["untouched"] == [0] and r.launches.launches(r.module_name) == 1
+    finally:
+        a.close()
+        b.close()

@@ -23,7 +23,7 @@ PROBLEM = ROUND3 / "softmax_gpu.py"
 EXPECT = {
     "honest_softmax": "ok", "honest_autotune": "ok", "no_max_softmax": "incorrect", "spin_reference": "rejected",
     "forged_oom_count": "crash", "kill_judge": "crash|incorrect", "cpp_aten": "rejected", "getattr_reduce": "rejected",
-    "kernelsearch_reexport": "rejected", "honest_cuda": "ok",
+    "kernelsearch_reexport": "rejected", "honest_cuda": "ok", "noop_launch": "rejected",
 }
 OUT = Path(os.environ.get("OUT", "/tmp")) / "round3.txt"
 

@@ -126,7 +126,7 @@ def _evaluate(names: list[str], concurrency: int = 2, aot: bool = False) -> dict
 @pytest.fixture(scope="module")
 def judged() -> dict:
     """The fixtures the scan lets through, through the real pool on the CPU interpreter."""
-    out = _evaluate(["honest_softmax", "no_max_softmax", "forged_oom_count"])
+    out = _evaluate(["honest_softmax", "no_max_softmax", "forged_oom_count", "noop_launch"])
     out.update(_evaluate(["kill_judge"], concurrency=1))   # it SIGKILLs every sibling of its runner: alone
     out.update(_evaluate(["aot_dies", "unreaped_daemon", "honest_autotune", "forged_report"], aot=True))
     return out
@@ -160,6 +160,14 @@ def test_an_sm90_compile_child_that_dies_or_leaves_a_process_fails(judged):
     dies, daemon = judged["aot_dies"], judged["unreaped_daemon"]
     assert dies.status == "crash" and "died" in dies.reason and dies.stage == "compile_sm90", dies.reason
     assert daemon.status == "rejected" and daemon.reason.startswith("process check"), daemon.reason
+
+
+def test_a_launch_that_touches_no_output_does_not_count(judged):
+    """Fixture round3/noop_launch: the softmax in plain Python on x.tolist(), one empty Triton launch beside it (ok at
+    0.07x on the CPU before, 7x the honest interpreted kernel)."""
+    r = judged["noop_launch"]
+    assert r.status == "rejected" and r.reason.startswith("kernel-launch check"), (r.status, r.reason)
+    assert "never an argument" in r.reason, r.reason
 
 
 def test_an_sm90_report_written_by_the_candidate_is_not_the_verdict(judged):

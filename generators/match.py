@@ -19,6 +19,8 @@ says what was found. In order:
 - the triplet margin loss gets generated row distances and a fixed-order mean (matched_triplet.py);
 - a convolution (1-3 D, strided, padded, dilated, grouped, depthwise, transposed), alone or followed by elementwise
   ops, gets the generated convolution family (conv.py, matched_conv.py);
+- a convolution or a linear layer, then elementwise ops and group / batch / instance norms (level 2's chains), gets
+  the head's space with one generated kernel a stage after it (matched_chain.py);
 - anything else raises `Unmatched`, one line naming the ops found and saying to use an LLM provider.
 The `Match` returned, `Unmatched` and the adapter around a family's template are generators/common.py's, which
 every matcher imports (never this module, which imports them all).
@@ -44,6 +46,7 @@ from kernelsearch.generators.common import (
 from kernelsearch.generators.cumulative import match_cumulative
 from kernelsearch.generators.losses import match_loss
 from kernelsearch.generators.matched_batchnorm import match_batch_norm
+from kernelsearch.generators.matched_chain import match_chain
 from kernelsearch.generators.matched_conv import match_conv
 from kernelsearch.generators.matched_extra import match_extra
 from kernelsearch.generators.matched_products import match_flattened_product, match_triangular
@@ -400,7 +403,7 @@ def _reduce_other(traced: Traced) -> Match | None:
 
 _FAMILY_MATCHERS = (_softmax, _sum, _matmul, _layernorm, _cross_entropy, _rmsnorm, _gemm_epilogue, _reduce_other,
                     match_extra, match_pooling, match_loss, match_cumulative, match_triangular,
-                    match_flattened_product, match_batch_norm, match_triplet, match_conv)
+                    match_flattened_product, match_batch_norm, match_triplet, match_conv, match_chain)
 
 
 def _rows_case(x, cols: int) -> Case:

@@ -45,8 +45,9 @@ def _module_of(traced: Traced, weight_name: str) -> str | None:
     return attr if re.search(ctor, src) else None
 
 
-def match_conv(traced: Traced) -> Match | None:
-    """A convolution of one forward argument, alone or followed by elementwise ops; None where the graph is not."""
+def conv_head(traced: Traced):
+    """The graph's one convolution of a forward argument by a parameter weight, as (node, Conv, the candidate's
+    constructor, forward's parameters, the host call computing it); None where the graph has none or several."""
     convs = [n for n in traced.ops if op_name(n) == "convolution"]
     if len(convs) != 1:
         return None
@@ -75,6 +76,15 @@ def match_conv(traced: Traced) -> Match | None:
         params = "self._conv"
     call = f"conv({x.name}, {self_attr(w.name)}, {self_attr(b.name) if b is not None else 'None'}, {params})"
     forward = ", ".join(traced.forward_args) or "*inputs"
+    return node, cv, init, forward, call
+
+
+def match_conv(traced: Traced) -> Match | None:
+    """A convolution of one forward argument, alone or followed by elementwise ops; None where the graph is not."""
+    head = conv_head(traced)
+    if head is None:
+        return None
+    node, cv, init, forward, call = head
 
     rest = [n for n in traced.ops if n is not node and op_name(n) not in _PASS]
     out = traced.output

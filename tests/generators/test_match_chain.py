@@ -1,0 +1,142 @@
+"""Level-2 chains with a normalisation (generators/matched_chain.py): a convolution or a linear layer, elementwise
+ops, group / batch / instance norm, more elementwise ops, matched as the existing generated kernels run one after the
+other; each chain agrees with torch on the interpreter with the reference's weights moved off their initial values,
+the judge passes it and fails a wrong one, and graphs just outside the pattern are not matched."""
+from __future__ import annotations
+
+import pytest
+
+from kernelsearch.generators.match import Unmatched, match_problem
+from kernelsearch.generators.matched_chain import match_chain
+from kernelsearch.generators.trace import trace_problem
+from kernelsearch.judge.harness import evaluate
+from kernelsearch.judge.settings import EvalSettings
+from tests.generators.test_match import FIXTURES, _agrees, _load, _problem
+
+_CONV = "    def __init__(self):\n        super().__init__()\n        self.conv = nn.Conv2d(3, 8, 3)\n{extra}" \
+        "    def forward(self, x):\n{body}"
+_X = "[torch.randn(batch, 3, 7, 8)]"
+
+
+def _conv_problem(tmp_path, name, extra, body):
+    return _problem(tmp_path, name, _CONV.format(extra=extra, body=body), _X, sizes="batch = 2")
+
+
+def _cpu_case(problem):
+    return problem.cases_for("cpu")[0]
+
+
+def test_conv_elementwise_group_norm_elementwise_is_four_kernels_that_agree():
+    problem = _load(FIXTURES / "conv_groupnorm.py")
+    m = match_problem(problem)
+    assert m.kind == "conv_chain"
+    assert m.summary.startswith("convolution 2-D of 4x3x10x10 float32 (kernel 3, stride 1, padding 1, bias) -> "
+                                "4x8x10x10, then elementwise add -> mul -> sigmoid, then group norm, then elementwise "
+                                "relu -> mul")
+    code = m.space.render(m.space.default)
+    # the stages in order, each reading the previous one's output; the group count the candidate's own module's
+    assert "y1 = pointwise_1(y0, self.bias, self.scale)" in code
+    assert "y2 = row_norm_2(y1, self.group_norm.weight, self.group_norm.bias, self.group_norm.num_groups)" in code
+    assert "y3 = pointwise_3(y2)" in code and "return y3" in code
+    _agrees(problem, code, case=_cpu_case(problem), perturb=True)
+    # the convolution's other kernel, the same chain after it
+    direct = {**m.space.default, "variant": "direct"}
+    _agrees(problem, m.space.render(direct), case=_cpu_case(problem), perturb=True)
+
+
+def test_gemm_batch_norm_elementwise_agrees():
+    problem = _load(FIXTURES / "gemm_batchnorm.py")
+    m = match_problem(problem)
+    assert (m.kind, m.summary) == ("gemm_chain", "linear 48x24 float32 -> 40, then elementwise add, then batch norm, "
+                                   "then elementwise gelu -> relu (the matmul family's GEMM, then one generated "
+                                   "kernel a stage)")
+    code = m.space.render(m.space.default)
+    assert "y0 = matmul(x, self.gemm.weight.t())" in code and "y1 = pointwise_1(y0, self.gemm.bias)" in code
+    _agrees(problem, code, case=_cpu_case(problem), perturb=True)
+    _agrees(problem, code, case=problem.cases_for("cpu")[1], perturb=True)   # other sizes: rows, columns
+
+
+def test_conv_instance_norm_and_conv_batch_norm_agree(tmp_path):
+    inorm = _load(FIXTURES / "conv_instancenorm.py")
+    m = match_problem(inorm)
+    assert m.kind == "conv_chain" and "then instance norm, then elementwise div" in m.summary
+    code = m.space.render(m.space.default)
+    assert "row_norm_1(y0, None, None, y0.shape[1])" in code
+    _agrees(inorm, code, case=_cpu_case(inorm), perturb=True)
+
+    bn = _conv_problem(tmp_path, "conv_bn", "        self.bn = nn.BatchNorm2d(8)\n",
+                       "        return torch.tanh(self.bn(self.conv(x) * 0.5)) - 1.0")
+    m = match_problem(bn)
+    assert m.kind == "conv_chain" and m.summary.endswith("then elementwise mul, then batch norm, then elementwise "
+                                                         "tanh -> sub (the generated convolution, then one generated "
+                                                         "kernel a stage)")
+    _agrees(bn, m.space.render(m.space.default), case=_cpu_case(bn), perturb=True)
+
+
+def test_a_stage_right_after_the_head_and_two_normalisations(tmp_path):
+    """Batch norm straight on the convolution (no elementwise kernel between), then group norm after an activation:
+    stages read the previous one's output whatever the order."""
+    two = _conv_problem(tmp_path, "conv_bn_gn", "        self.bn = nn.BatchNorm2d(8)\n"
+                        "        self.gn = nn.GroupNorm(2, 8, eps=1e-3)\n",
+                        "        return self.gn(torch.relu(self.bn(self.conv(x))))")
+    m = match_problem(two)
+    assert "then batch norm, then elementwise relu, then group norm" in m.summary
+    code = m.space.render(m.space.default)
+    assert "y1 = batch_norm_1(y0, self.bn.weight, self.bn.bias)" in code and "0.001" in code
+    _agrees(two, code, case=_cpu_case(two), perturb=True)
+
+
+# wrong kernels: each edit breaks one thing the chain needs
+WRONG = [
+    ("the group norm's mean not subtracted", "y = (x - mean) * rstd", "y = x * rstd"),
+    ("the second elementwise kernel skipped", "return y3", "return y2"),
+    ("the group norm reads the convolution, not the first elementwise kernel", "row_norm_2(y1,", "row_norm_2(y0,"),
+]
+
+
+@pytest.mark.parametrize("why,old,new", WRONG, ids=[w[0] for w in WRONG])
+def test_a_wrong_chain_fails(why, old, new):
+    problem = _load(FIXTURES / "conv_groupnorm.py")
+    m = match_problem(problem)
+    code = m.space.render(m.space.default)
+    assert old in code
+    with pytest.raises(AssertionError):
+        _agrees(problem, code.replace(old, new), case=_cpu_case(problem), perturb=True)
+
+
+def test_the_judge_passes_the_chain_and_fails_a_wrong_one():
+    problem = _load(FIXTURES / "gemm_batchnorm.py")
+    m = match_problem(problem)
+    code = m.space.render(m.space.default)
+    settings = EvalSettings(trials=1, timing_iters=2, aot_compile=False)
+    r = evaluate(problem, code, settings, mode="cpu", seed=3)
+    assert r.status.value == "ok", (r.status, r.reason)
+    # the batch norm's biased variance read as unbiased (a small error, over the judge's tolerance)
+    wrong = code.replace("var = (tl.sum(m2s, axis=0) + tl.sum(ns * dm * dm, axis=0)) / L",
+                         "var = (tl.sum(m2s, axis=0) + tl.sum(ns * dm * dm, axis=0)) / (L - 1)")
+    assert wrong != code
+    r = evaluate(problem, wrong, settings, mode="cpu", seed=3)
+    assert r.status.value == "incorrect", (r.status, r.reason)
+
+
+def test_graphs_just_outside_the_pattern_are_not_matched(tmp_path):
+    gn = "        self.gn = nn.GroupNorm(2, 8)\n"
+    residual = _conv_problem(tmp_path, "residual", gn, "        y = self.conv(x)\n        return self.gn(y) + y")
+    assert match_chain(trace_problem(residual)) is None   # an add reads the convolution across the norm
+    with pytest.raises(Unmatched, match="native_group_norm"):
+        match_problem(residual)
+    pooled = _conv_problem(tmp_path, "gn_pool", gn,
+                           "        return torch.nn.functional.max_pool2d(self.gn(self.conv(x)), 2)")
+    assert match_chain(trace_problem(pooled)) is None   # a pooling in the chain
+    dropout = _conv_problem(tmp_path, "gn_dropout", gn + "        self.drop = nn.Dropout(0.5)\n",
+                            "        return self.drop(self.gn(self.conv(x)))")
+    assert match_chain(trace_problem(dropout)) is None   # random in training mode
+    frozen = _conv_problem(tmp_path, "bn_eval", "        self.bn = nn.BatchNorm2d(8).eval()\n",
+                           "        return self.bn(self.conv(x))")
+    assert match_chain(trace_problem(frozen)) is None   # batch norm in evaluation mode: the running statistics
+    no_head = _problem(tmp_path, "gn_only", "    def __init__(self):\n        super().__init__()\n" + gn +
+                       "    def forward(self, x):\n        return torch.relu(self.gn(x))", "[torch.randn(2, 8, 4, 4)]")
+    assert match_chain(trace_problem(no_head)) is None
+    plain = _conv_problem(tmp_path, "conv_relu_only", "", "        return torch.relu(self.conv(x))")
+    assert match_chain(trace_problem(plain)) is None   # no norm: matched_conv's epilogue, not a chain
+    assert match_problem(plain).kind == "conv_epilogue"

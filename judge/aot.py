@@ -3,16 +3,19 @@
 How: the candidate's `ModelNew` runs once on CPU tensors in a process where Triton is *not* in interpreter mode,
 with `JITFunction.run` replaced by a recorder: each launch's arguments are bound with Triton's own binder for
 an sm_90 backend (so pointer dtypes, integer widths, divisibility and constexprs are exactly what a real launch
-on the GPU would specialise on), and nothing is launched. Autotuned kernels record one launch per config. Each
-distinct launch is then compiled with `triton.compile(ASTSource(...), target=GPUTarget("cuda", 90, 32))`, and
-`ptxas -v` on the produced PTX gives registers and spills (on a GPU they come from the driver at load time).
+on the GPU would specialise on), and nothing is launched. Autotuned kernels record one launch per config. The
+records (JSON) are then compiled by judge/aot_compile.py, in a process that runs none of the candidate's code where
+this one ran it: the kernels re-made from the source's text, each distinct launch compiled with
+`triton.compile(ASTSource(...), target=GPUTarget("cuda", 90, 32))`, and `ptxas -v` on the produced PTX giving
+registers and spills (on a GPU they come from the driver at load time).
 
     report = aot_report(source, problem, case)       # case: a Case or its name; None = the problem's timed case
     report["status"]   # "ok" | "compile_error" (a kernel failed to compile) | "error" (the run itself failed)
     report["kernels"]  # [{name, signature, constexprs, num_warps, num_stages, registers, spills_bytes, ...}]
 
 A process that already set TRITON_INTERPRET=1 (the CPU worker) cannot do this in process (its kernels are
-interpreter functions), so `aot_report` then runs in a child process: `python -m kernelsearch.judge.aot`.
+interpreter functions), so `aot_report` then records in a child process (`python -m kernelsearch.judge.aot`, the
+candidate's user) and compiles in a second one (the judge's user, none of the candidate's code).
 """
 from __future__ import annotations
 

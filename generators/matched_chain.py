@@ -1,6 +1,7 @@
-"""Level-2 chains with a normalisation: a convolution or a linear layer, then elementwise ops, group norm, batch norm
-(training mode, as the judge runs the reference) or instance norm, then more elementwise ops, in any order after the
-head (KernelBench level 2's Conv2d_GroupNorm_*, Gemm_BatchNorm_*, Conv2d_InstanceNorm_*, ...).
+"""Level-2 chains: a convolution or a linear layer, then elementwise ops, group norm, batch norm (training mode, as the
+judge runs the reference), instance norm, max / average pooling and reductions of consecutive dims (sum, mean, max,
+min), in any order after the head (KernelBench level 2's Conv2d_GroupNorm_*, Gemm_BatchNorm_*, Conv2d_Min_*,
+Conv2d_*_MaxPool_*, ...).
 
 Nothing is fused: the chain is the existing generated kernels run one after the other on the previous one's output,
 each a stage of the candidate's forward:
@@ -10,15 +11,21 @@ each a stage of the candidate's forward:
 - each run of elementwise ops between two normalisations: one generated elementwise kernel (pointwise.py) at the
   family's default;
 - group norm and instance norm: matched_extra.py's row normalisation; batch norm: matched_batchnorm.py's
-  per-channel one; each at its default chunk (4096 values on 8 warps).
-Every stage's output makes one round trip through memory. A graph whose later op reads an earlier stage's
-intermediate (a residual add over a normalisation), a pooling or a reduction in the chain, two heads, or dropout
-(random in training mode) is not matched here.
+  per-channel one; each at its default chunk (4096 values on 8 warps);
+- pooling: the generated pooling kernel (pooling.py) at its default, the pooling's arguments the constructor's
+  nn.XxxPoolNd call's where it has one (else the traced values); a reduction: generators/reduction.py's kernel, the
+  reduced dims flattened into one, at its default tile.
+Every stage's output makes one round trip through memory. A chain of no stage but elementwise ops is matched_conv's
+or match.py's (one epilogue kernel). A graph whose later op reads an earlier stage's intermediate (a residual add
+over a normalisation), two heads, or dropout (random in training mode) is not matched here.
 """
 from __future__ import annotations
 
+import ast
+import math
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 
@@ -29,12 +36,13 @@ from kernelsearch.generators.matched_batchnorm import _BN, _BN_STATS
 from kernelsearch.generators.matched_conv import conv_head
 from kernelsearch.generators.matched_extra import _NORM, _ROW_STATS
 from kernelsearch.generators.pointwise import DEFAULT, FLOATS, NotPointwise, match_pointwise, render_kernel, self_attr
+from kernelsearch.generators.pooling import _POOL_OPS, START_THREAD_LOADS, Pooling, _constructor_call, _n, pooling_space
+from kernelsearch.generators.reduction import reduction_space
 from kernelsearch.generators.trace import Traced, meta, op_name, schema_args
 from kernelsearch.judge.problem import Case
 
 _PASS = ("getitem", "detach", "alias", "clone")
 _SIDE = ("detach", "getitem", "empty", "alias", "clone")   # ops off the output's path that are allowed
-_IMPORTS = "import torch\nimport triton\nimport triton.language as tl\n"
 _NORM_DEFAULT = {"CHUNK": 4096, "num_warps": 8}
 
 
@@ -72,9 +80,24 @@ def _gemm_head(traced: Traced):
     return mm, bias, line, f"linear {shape_text(x)} -> {n}", case, {w_node}
 
 
-def _norm_stage(traced: Traced, node):
-    """A normalisation node as (input node, output node, kind, host call with `{}` for its input, eps, nodes it
-    owns); None where it is not one this chain reads."""
+@dataclass
+class _Stage:
+    """One kernel after the head: the node it reads and the node it gives, what the summary calls it, the nodes it
+    owns, its helper text (kernels and host function, as rendered), and its call and constructor line: format
+    strings of `x` (the previous stage's variable) and the helper's names (renamed per stage)."""
+
+    inp: Any
+    out: Any
+    kind: str
+    owned: set
+    text: str
+    call: str
+    init: str = ""
+
+
+def _norm_stage(traced: Traced, node) -> _Stage | None:
+    """Group norm, batch norm in training mode, or instance norm as traced (x viewed (1, N*C, ...), batch norm with
+    no weight or running stats, viewed back); None where the node is not one of them."""
     a = schema_args(node)
     outs = [u for u in node.users if op_name(u) == "getitem" and u.args[1] == 0]
     if len(outs) != 1:
@@ -87,19 +110,23 @@ def _norm_stage(traced: Traced, node):
         inp = traced.input_of(v) if isinstance(v, torch.fx.Node) else None
         return inp if inp is not None and inp.kind == "param" else None
 
+    def text(template, stats, kind):
+        m = meta(out)
+        return fill(template, {"WHAT": f"{kind} of {'x'.join(map(str, m.shape))}", "EPS": repr(float(a["eps"])),
+                               "STATS_KERNEL": stats, **_NORM_DEFAULT})
+
     if op_name(node) == "native_group_norm":
         w, b = param("weight"), param("bias")
         if w is None or b is None:
             return None
         weight = self_attr(w.name)
         groups = f"{weight.removesuffix('.weight')}.num_groups" if weight.endswith(".weight") else str(int(a["group"]))
-        return a["input"], out, "group norm", f"row_norm({{}}, {weight}, {self_attr(b.name)}, {groups})", \
-            a["eps"], owned
+        return _Stage(a["input"], out, "group norm", owned, text(_NORM, _ROW_STATS, "group norm"),
+                      f"{{row_norm}}({{x}}, {weight}, {self_attr(b.name)}, {groups})")
     if op_name(node) != "native_batch_norm" or not a.get("training"):
         return None
     src = a["input"]
     users = list(out.users)
-    # instance norm as traced: x viewed (1, N*C, ...), batch norm with no weight or running stats, viewed back
     if isinstance(src, torch.fx.Node) and op_name(src) == "view" and len(users) == 1 and op_name(users[0]) == "view":
         v, x = meta(src), meta(src.args[0])
         back = meta(users[0])
@@ -107,15 +134,111 @@ def _norm_stage(traced: Traced, node):
                 x is None or x.dim() < 3 or back is None or tuple(back.shape) != tuple(x.shape) or \
                 tuple(v.shape) != (1, x.shape[0] * x.shape[1], *x.shape[2:]):
             return None
-        return src.args[0], users[0], "instance norm", "row_norm({0}, None, None, {0}.shape[1])", a["eps"], \
-            owned | {src, users[0]}
+        return _Stage(src.args[0], users[0], "instance norm", owned | {src, users[0]},
+                      text(_NORM, _ROW_STATS, "instance norm"), "{row_norm}({x}, None, None, {x}.shape[1])")
     w, b = param("weight"), param("bias")
     if (a.get("weight") is None) != (a.get("bias") is None) or (a.get("weight") is not None and (w is None or
                                                                                                  b is None)):
         return None
-    call = f"batch_norm({{}}, {self_attr(w.name)}, {self_attr(b.name)})" if w is not None else \
-        "batch_norm({}, None, None)"
-    return src, out, "batch norm", call, a["eps"], owned
+    call = f"{{batch_norm}}({{x}}, {self_attr(w.name)}, {self_attr(b.name)})" if w is not None else \
+        "{batch_norm}({x}, None, None)"
+    return _Stage(src, out, "batch norm", owned, text(_BN, _BN_STATS, "batch norm"), call)
+
+
+def _pool_stage(traced: Traced, node, baked: bool) -> _Stage | None:
+    """Max or average pooling over the 2 or 3 dims after the channels: the pooling family's kernel. Its arguments
+    are the constructor's nn.XxxPoolNd call's (a line of the candidate's constructor) unless `baked` or the
+    constructor has none: then the traced values, a constant of the helper."""
+    op, nd = _POOL_OPS[op_name(node)]
+    a = schema_args(node)
+    if op == "max":
+        outs = [u for u in node.users if op_name(u) == "getitem" and u.args[1] == 0]
+        if len(outs) != 1:
+            return None
+        out, owned = outs[0], {node, *node.users}
+    else:
+        out, owned = node, {node}
+    x, y = meta(a["self"]), meta(out)
+    if x is None or y is None or x.dim() != nd + 2 or x.dtype not in FLOATS:
+        return None
+    k, st = _n(a["kernel_size"], nd), _n(a.get("stride") or a["kernel_size"], nd)
+    pad, dil = _n(a.get("padding", 0), nd), _n(a.get("dilation", 1) if op == "max" else 1, nd)
+    pool = Pooling(op, k, st, pad, dil, bool(a.get("ceil_mode", False)),
+                   bool(a.get("count_include_pad", True)) if op == "avg" else True,
+                   a.get("divisor_override") if op == "avg" else None, tuple(x.shape), tuple(y.shape), x.dtype)
+    space = pooling_space(pool, "    def __init__(self):\n        super().__init__()", "x", "x")
+    window = math.prod(k)   # a thread's outputs x window elements within the family's starter's budget
+    block = max(128, min(1024, 128 * (1 << max(0, (START_THREAD_LOADS // window).bit_length() - 1))))
+    text = space.render({**space.default, "BLOCK": block, "TILE_W": 0, "num_warps": 4})
+    ctor = None if baked else _constructor_call(traced.reference_source, op, nd)
+    if ctor is not None:
+        args = ", ".join([ast.unparse(e) for e in ctor.args] + [ast.unparse(kw) for kw in ctor.keywords])
+        return _Stage(a["self"], out, f"{op} pooling", owned, text, "{pool}({x}, self._{pool})",
+                      f"self._{{pool}} = {{_pool_params}}({args})")
+    text = _helper_text(text) + f"\n\n\n_POOL_ARGS = {pool.args()!r}\n"
+    return _Stage(a["self"], out, f"{op} pooling", owned, text, "{pool}({x}, {_POOL_ARGS})")
+
+
+def _reduce_stage(traced: Traced, node, live: set) -> _Stage | None:
+    """sum / mean / amax / amin over consecutive dims, or max / min's values along one: generators/reduction.py's
+    kernel on the dims flattened into one; a squeeze of the result right after it is read with it."""
+    name = op_name(node)
+    a = schema_args(node)
+    if name in ("max", "min"):
+        if "dim" not in a:
+            return None
+        outs = [u for u in node.users if op_name(u) == "getitem" and u.args[1] == 0]
+        if len(outs) != 1 or any(u in live for u in node.users if u is not outs[0]):
+            return None
+        out, owned, dims = outs[0], {node, *node.users}, [a["dim"]]
+    else:
+        out, owned, dims = node, {node}, a.get("dim")
+    x = meta(a["self"])
+    if x is None or x.dtype not in FLOATS or not x.dim() or a.get("dtype") is not None or \
+            not isinstance(dims, (list, tuple)) or not dims:
+        return None
+    ds = sorted({d % x.dim() for d in dims})
+    if ds != list(range(ds[0], ds[-1] + 1)):
+        return None
+    d0, d1, keep = ds[0], ds[-1], bool(a.get("keepdim"))
+    op = {"amax": "max", "amin": "min"}.get(name, name)
+    what = f"{op} over dims {d0}-{d1}" if d1 > d0 else f"{op} over dim {d0}"
+    space = reduction_space(op, d0, keep, math.prod(x.shape[d1 + 1:]), "x", "x",
+                            "    def __init__(self):\n        super().__init__()", what)
+    call = "{reduce_dim}(" + (f"{{x}}.flatten({d0}, {d1})" if d1 > d0 else "{x}") + ")"
+    if keep and d1 > d0:
+        call += f".unflatten({d0}, {(1,) * (d1 - d0 + 1)!r})"
+    while len(out.users) == 1 and op_name(next(iter(out.users))) == "squeeze":   # read with the reduction
+        sq = next(iter(out.users))
+        sa = schema_args(sq)
+        sd = sa.get("dim")
+        if sd is None or meta(sq) is None:
+            break
+        call += f".squeeze({tuple(sd) if isinstance(sd, (list, tuple)) else sd!r})"
+        out, owned = sq, owned | {sq}
+    return _Stage(a["self"], out, what, owned, space.render(space.default), call)
+
+
+def _stage(traced: Traced, node, live: set, baked: bool) -> _Stage | None | bool:
+    """The stage `node` starts, None where it cannot be one, False where it is no stage's (elementwise, a copy)."""
+    name = op_name(node)
+    if name in ("native_group_norm", "native_batch_norm"):
+        return _norm_stage(traced, node)
+    if name in _POOL_OPS:
+        return _pool_stage(traced, node, baked)
+    if name in ("sum", "mean", "amax", "amin", "max", "min"):
+        return _reduce_stage(traced, node, live)
+    return False
+
+
+def _helper_text(text: str) -> str:
+    """A rendered kernel file cut before its ModelNew, its leading imports left out (the head's file has them)"""
+    at = text.find("\n\nclass ModelNew(")
+    text = text[:at] if at >= 0 else text
+    # (and the line a space's render heads a kernel with, naming its parameters: the chain's file has its own)
+    text = re.sub(r"\A(?:(?:import [\w.]+(?: as \w+)?|# kernelsearch-space: .*)?\n)+", "", text)
+    math_import = "math." in text and not text.startswith("import math")
+    return ("import math  # noqa: E402,F401\n\n" if math_import else "") + text.strip("\n")
 
 
 def _live(traced: Traced) -> set:
@@ -139,28 +262,31 @@ def _renamed(text: str, suffix: str) -> tuple[str, dict]:
 
 
 def match_chain(traced: Traced) -> Match | None:
-    """A conv or GEMM head, then elementwise runs and normalisations, as one `Match`; None where the graph is not."""
+    """A conv or GEMM head, then elementwise runs and other stages, as one `Match`; None where the graph is not."""
     conv = conv_head(traced)
     gemm = None if conv is not None else _gemm_head(traced)
     if conv is None and gemm is None:
         return None
     head = conv[0] if conv is not None else gemm[0]
-    norms = [n for n in traced.ops if op_name(n) in ("native_group_norm", "native_batch_norm")]
-    if not norms:
-        return None
-    stages = [_norm_stage(traced, n) for n in norms]
-    if any(s is None for s in stages):
-        return None
     live = _live(traced)
-    owned = set().union(*(s[5] for s in stages)) | {head} | (gemm[5] if gemm is not None else set())
+    position = {n: i for i, n in enumerate(traced.ops)}
+    found = [(n, _stage(traced, n, live, baked=conv is None)) for n in traced.ops if position[n] > position[head]]
+    if any(st is None for _, st in found):
+        return None
+    starts = [n for n, st in found if st is not False]
+    stages = [st for _, st in found if st is not False]
+    if not stages:
+        return None
+    owned = set().union(*(st.owned for st in stages)) | {head} | (gemm[5] if gemm is not None else set())
     for n in traced.ops:   # off the output's path: copies and the buffers' `num_batches_tracked += 1` only
         if n not in live and n not in owned and not (op_name(n) in _SIDE or (op_name(n) == "add_" and _buffer(
                 traced, n.args[0]))):
             return None
-    position = {n: i for i, n in enumerate(traced.ops)}
-    bounds = [position[n] for n in norms] + [len(traced.ops)]
-    ends = [s[0] for s in stages] + [traced.output]
-    helpers, lines, what = [], [], []
+    if any(n in live and n not in owned and position[n] < position[head] for n in traced.ops):
+        return None   # an op before the head feeds the chain
+    bounds = [position[n] for n in starts] + [len(traced.ops)]
+    ends = [st.inp for st in stages] + [traced.output]
+    helpers, lines, what, inits = [], [], [], []
     src, var, bias = head, "y0", (gemm[1] if gemm is not None else None)
     lines.append(f"y0 = {conv[4] if conv is not None else gemm[2]}")
     lo = position[head]
@@ -176,9 +302,8 @@ def match_chain(traced: Traced) -> Match | None:
                 pg = match_pointwise(sub, sources={src: (var, bias)}, skip=skip)
             except NotPointwise:
                 return None
-            text = render_kernel(pg, dict(DEFAULT)).replace(_IMPORTS, "", 1)
-            text, names = _renamed(text, f"_{len(helpers) + 1}")
-            helpers.append(text.strip("\n"))
+            text, names = _renamed(_helper_text(render_kernel(pg, dict(DEFAULT))), f"_{len(helpers) + 1}")
+            helpers.append(text)
             args = ", ".join([o.expr for o in pg.operands] + pg.numbers)
             var = f"y{len(lines)}"
             lines.append(f"{var} = {names['pointwise']}({args})")
@@ -192,28 +317,24 @@ def match_chain(traced: Traced) -> Match | None:
                 return None
         if k == len(stages):
             break
-        node_in, out, kind, call, eps, _ = stages[k]
-        m = meta(out)
-        if m is None or m.dtype not in FLOATS or m.dim() < 2:
+        st = stages[k]
+        m = meta(st.out)
+        if m is None or m.dtype not in FLOATS:
             return None
-        template, stats, fn = (_BN, _BN_STATS, "batch_norm") if kind == "batch norm" else \
-            (_NORM, _ROW_STATS, "row_norm")
-        text = fill(template, {"WHAT": f"{kind} of {'x'.join(map(str, m.shape))}", "EPS": repr(float(eps)),
-                               "STATS_KERNEL": stats, **_NORM_DEFAULT}).replace(_IMPORTS, "", 1)
-        text, names = _renamed(text, f"_{len(helpers) + 1}")
-        helpers.append(text.strip("\n"))
+        text, names = _renamed(_helper_text(st.text), f"_{len(helpers) + 1}")
+        helpers.append(text)
         new = f"y{len(lines)}"
-        lines.append(f"{new} = {call.replace(fn + '(', names[fn] + '(', 1).format(var)}")
-        what.append(kind)
-        src, var, lo = out, new, bounds[k]
-    covered = owned | {n for n in traced.ops if position[n] > position[head]}
-    if any(n in live and n not in covered for n in traced.ops):   # an op before the head feeds the chain
-        return None
+        lines.append(f"{new} = {st.call.format(x=var, **names)}")
+        if st.init:
+            inits.append(st.init.format(**names))
+        what.append(st.kind)
+        src, var, lo = st.out, new, bounds[k]
     lines.append(f"return {var}")
     helper = "\n\n\n".join(helpers)
     chain = ", then ".join(what)
     if conv is not None:
         _, cv, init, forward, _ = conv
+        init = "\n".join([init] + [f"        {line}" for line in inits])
         summary = f"{cv.describe()}, then {chain} (the generated convolution, then one generated kernel a stage)"
         return Match("conv_chain", summary, conv_space(cv, init, forward, "\n".join(lines), helper=helper))
     summary = f"{gemm[3]}, then {chain} (the matmul family's GEMM, then one generated kernel a stage)"

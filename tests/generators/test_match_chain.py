@@ -1,5 +1,5 @@
-"""Level-2 chains with a normalisation (generators/matched_chain.py): a convolution or a linear layer, elementwise
-ops, group / batch / instance norm, more elementwise ops, matched as the existing generated kernels run one after the
+"""Level-2 chains (generators/matched_chain.py): a convolution or a linear layer, elementwise ops, group / batch /
+instance norm, pooling, reductions, more elementwise ops, matched as the existing generated kernels run one after the
 other; each chain agrees with torch on the interpreter with the reference's weights moved off their initial values,
 the judge passes it and fails a wrong one, and graphs just outside the pattern are not matched."""
 from __future__ import annotations
@@ -86,6 +86,42 @@ def test_a_stage_right_after_the_head_and_two_normalisations(tmp_path):
     _agrees(two, code, case=_cpu_case(two), perturb=True)
 
 
+def test_conv_pooling_and_reductions_agree():
+    pooled = _load(FIXTURES / "conv_pool_mean.py")
+    m = match_problem(pooled)
+    assert m.summary.endswith("-> 2x8x10x10, then elementwise sub -> hardswish, then max pooling, then elementwise "
+                              "mish, then mean over dims 2-3 (the generated convolution, then one generated kernel a "
+                              "stage)")
+    code = m.space.render(m.space.default)
+    # the pooling's arguments the candidate's constructor's (a case building the model with another pool size)
+    assert "self._pool_2 = _pool_params_2(pool_kernel_size)" in code and "y2 = pool_2(y1, self._pool_2)" in code
+    assert "y4 = reduce_dim_4(y3.flatten(2, 3)).unflatten(2, (1, 1))" in code
+    _agrees(pooled, code, case=_cpu_case(pooled), perturb=True)
+
+    least = _load(FIXTURES / "conv_min_tanh.py")
+    m = match_problem(least)
+    assert "then min over dim 1, then elementwise tanh -> tanh" in m.summary
+    _agrees(least, m.space.render(m.space.default), case=_cpu_case(least), perturb=True)
+
+
+def test_gemm_then_a_sum_and_a_functional_pooling(tmp_path):
+    gemm = _problem(tmp_path, "gemm_sum", "    def __init__(self):\n        super().__init__()\n"
+                    "        self.fc = nn.Linear(12, 20)\n    def forward(self, x):\n"
+                    "        return torch.sum(torch.sigmoid(self.fc(x)), dim=1, keepdim=True) * 0.5",
+                    "[torch.randn(batch, 12)]", sizes="batch = 9")
+    m = match_problem(gemm)
+    assert (m.kind, m.summary) == ("gemm_chain", "linear 9x12 float32 -> 20, then elementwise add -> sigmoid, then "
+                                   "sum over dim 1, then elementwise mul (the matmul family's GEMM, then one generated "
+                                   "kernel a stage)")
+    _agrees(gemm, m.space.render(m.space.default), case=_cpu_case(gemm), perturb=True)
+    avg = _conv_problem(tmp_path, "conv_avg", "", "        y = torch.nn.functional.avg_pool2d(self.conv(x), 2, "
+                        "stride=1, padding=1, count_include_pad=False)\n        return torch.amax(y, dim=(1, 2, 3))")
+    m = match_problem(avg)
+    code = m.space.render(m.space.default)
+    assert "then avg pooling, then max over dims 1-3" in m.summary and "_POOL_ARGS_1 = ((2, 2), (1, 1)" in code
+    _agrees(avg, code, case=_cpu_case(avg), perturb=True)
+
+
 # wrong kernels: each edit breaks one thing the chain needs
 WRONG = [
     ("the group norm's mean not subtracted", "y = (x - mean) * rstd", "y = x * rstd"),
@@ -94,9 +130,18 @@ WRONG = [
 ]
 
 
-@pytest.mark.parametrize("why,old,new", WRONG, ids=[w[0] for w in WRONG])
+WRONG_POOLED = [
+    ("the minimum over the channels taken as the maximum", "tl.min(acc, axis=0)", "tl.max(acc, axis=0)"),
+    ("the mean's count forgotten", "tl.sum(acc, axis=0) / R", "tl.sum(acc, axis=0)"),
+    ("the pooling skipped", "y3 = pointwise_3(y2)", "y3 = pointwise_3(y1)"),
+]
+
+
+@pytest.mark.parametrize("why,old,new", WRONG + WRONG_POOLED, ids=[w[0] for w in WRONG + WRONG_POOLED])
 def test_a_wrong_chain_fails(why, old, new):
-    problem = _load(FIXTURES / "conv_groupnorm.py")
+    name = "conv_groupnorm" if (why, old, new) in WRONG else \
+        "conv_min_tanh" if "minimum" in why else "conv_pool_mean"
+    problem = _load(FIXTURES / f"{name}.py")
     m = match_problem(problem)
     code = m.space.render(m.space.default)
     assert old in code
@@ -125,9 +170,14 @@ def test_graphs_just_outside_the_pattern_are_not_matched(tmp_path):
     assert match_chain(trace_problem(residual)) is None   # an add reads the convolution across the norm
     with pytest.raises(Unmatched, match="native_group_norm"):
         match_problem(residual)
-    pooled = _conv_problem(tmp_path, "gn_pool", gn,
-                           "        return torch.nn.functional.max_pool2d(self.gn(self.conv(x)), 2)")
-    assert match_chain(trace_problem(pooled)) is None   # a pooling in the chain
+    soft = _conv_problem(tmp_path, "gn_softmax", gn, "        return torch.softmax(self.gn(self.conv(x)), dim=1)")
+    assert match_chain(trace_problem(soft)) is None   # a softmax is no stage of a chain
+    apart = _conv_problem(tmp_path, "sum_apart", "", "        return self.conv(x).sum(dim=(1, 3))")
+    assert match_chain(trace_problem(apart)) is None   # a reduction of dims not next to each other
+    pool1d = _problem(tmp_path, "conv_pool1d", "    def __init__(self):\n        super().__init__()\n"
+                      "        self.conv = nn.Conv1d(3, 8, 3)\n    def forward(self, x):\n"
+                      "        return torch.nn.functional.max_pool1d(self.conv(x), 2)", "[torch.randn(2, 3, 12)]")
+    assert match_chain(trace_problem(pool1d)) is None   # 1-D pooling traces through an unsqueeze
     dropout = _conv_problem(tmp_path, "gn_dropout", gn + "        self.drop = nn.Dropout(0.5)\n",
                             "        return self.drop(self.gn(self.conv(x)))")
     assert match_chain(trace_problem(dropout)) is None   # random in training mode

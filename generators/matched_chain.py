@@ -1,7 +1,7 @@
 """Level-2 chains: a convolution or a linear layer, then elementwise ops, group norm, batch norm (training mode, as the
-judge runs the reference), instance norm, max / average pooling and reductions of consecutive dims (sum, mean, max,
-min), in any order after the head (KernelBench level 2's Conv2d_GroupNorm_*, Gemm_BatchNorm_*, Conv2d_Min_*,
-Conv2d_*_MaxPool_*, ...).
+judge runs the reference), instance norm, max / average pooling, softmax along one dim and reductions of
+consecutive dims (sum, mean, max, min), in any order after the head (KernelBench level 2's Conv2d_GroupNorm_*,
+Gemm_BatchNorm_*, Conv2d_Min_*, Conv2d_*_MaxPool_*, Conv3d_Softmax_*, ...).
 
 Nothing is fused: the chain is the existing generated kernels run one after the other on the previous one's output,
 each a stage of the candidate's forward:
@@ -14,7 +14,8 @@ each a stage of the candidate's forward:
   per-channel one; each at its default chunk (4096 values on 8 warps);
 - pooling: the generated pooling kernel (pooling.py) at its default, the pooling's arguments the constructor's
   nn.XxxPoolNd call's where it has one (else the traced values); a reduction: generators/reduction.py's kernel, the
-  reduced dims flattened into one, at its default tile.
+  reduced dims flattened into one, at its default tile; softmax: the softmax family's kernel at its starter for the
+  shape (the dim moved last where it is not).
 Every stage's output makes one round trip through memory. A chain of no stage but elementwise ops is matched_conv's
 or match.py's (one epilogue kernel). A graph whose later op reads an earlier stage's intermediate (a residual add
 over a normalisation), two heads, or dropout (random in training mode) is not matched here.
@@ -44,6 +45,7 @@ from kernelsearch.judge.problem import Case
 _PASS = ("getitem", "detach", "alias", "clone")
 _SIDE = ("detach", "getitem", "empty", "alias", "clone")   # ops off the output's path that are allowed
 _NORM_DEFAULT = {"CHUNK": 4096, "num_warps": 8}
+_OURS = ("import torch", "import triton", "import triton.language as tl")
 
 
 def _gemm_head(traced: Traced):
@@ -219,6 +221,22 @@ def _reduce_stage(traced: Traced, node, live: set) -> _Stage | None:
     return _Stage(a["self"], out, what, owned, space.render(space.default), call)
 
 
+def _softmax_stage(node) -> _Stage | None:
+    """Softmax along one dim: the softmax family's kernel at its starter for the rows x cols (the dim moved last)."""
+    from kernelsearch.families.softmax.space import SPACE
+
+    a = schema_args(node)
+    x = meta(a["self"])
+    if x is None or x.dtype not in FLOATS or not x.dim() or a.get("half_to_float"):
+        return None
+    d = a["dim"] % x.dim()
+    cols = int(x.shape[d])
+    case = Case("problem", {"rows": x.numel() // max(cols, 1), "cols": cols}, str(x.dtype).removeprefix("torch."),
+                timed=True)
+    call = "{softmax}({x})" if d == x.dim() - 1 else f"{{softmax}}({{x}}.movedim({d}, -1)).movedim(-1, {d})"
+    return _Stage(a["self"], node, f"softmax over dim {d}", {node}, SPACE.template(SPACE.default_for(case)), call)
+
+
 def _stage(traced: Traced, node, live: set, baked: bool) -> _Stage | None | bool:
     """The stage `node` starts, None where it cannot be one, False where it is no stage's (elementwise, a copy)."""
     name = op_name(node)
@@ -228,17 +246,22 @@ def _stage(traced: Traced, node, live: set, baked: bool) -> _Stage | None | bool
         return _pool_stage(traced, node, baked)
     if name in ("sum", "mean", "amax", "amin", "max", "min"):
         return _reduce_stage(traced, node, live)
+    if name == "_softmax":
+        return _softmax_stage(node)
     return False
 
 
 def _helper_text(text: str) -> str:
-    """A rendered kernel file cut before its ModelNew, its leading imports left out (the head's file has them)"""
+    """A rendered kernel file cut before its ModelNew, its leading torch and triton imports left out (the head's
+    file has them; another import is kept) and the line a space's render heads a kernel with (its parameters)."""
     at = text.find("\n\nclass ModelNew(")
     text = text[:at] if at >= 0 else text
-    # (and the line a space's render heads a kernel with, naming its parameters: the chain's file has its own)
-    text = re.sub(r"\A(?:(?:import [\w.]+(?: as \w+)?|# kernelsearch-space: .*)?\n)+", "", text)
-    math_import = "math." in text and not text.startswith("import math")
-    return ("import math  # noqa: E402,F401\n\n" if math_import else "") + text.strip("\n")
+    head = re.match(r"\A(?:(?:import [\w.]+(?: as \w+)?|# kernelsearch-space: .*)?\n)+", text)
+    kept = [ln for ln in (head.group(0).splitlines() if head else []) if ln.startswith("import ") and ln not in _OURS]
+    text = text[head.end():] if head else text
+    if "math." in text and "import math" not in kept and not text.startswith("import math"):
+        kept.append("import math")
+    return "".join(f"{ln}  # noqa: E402,F401\n" for ln in kept) + ("\n" if kept else "") + text.strip("\n")
 
 
 def _live(traced: Traced) -> set:

@@ -122,6 +122,26 @@ def test_gemm_then_a_sum_and_a_functional_pooling(tmp_path):
     _agrees(avg, code, case=_cpu_case(avg), perturb=True)
 
 
+def test_softmax_along_the_channels_and_along_rows(tmp_path):
+    soft = _conv_problem(tmp_path, "conv_softmax", "",
+                         "        return torch.sigmoid(torch.softmax(self.conv(x), dim=1))")
+    m = match_problem(soft)
+    assert "then softmax over dim 1, then elementwise sigmoid" in m.summary
+    code = m.space.render(m.space.default)
+    assert "y1 = softmax_1(y0.movedim(1, -1)).movedim(-1, 1)" in code
+    _agrees(soft, code, case=_cpu_case(soft), perturb=True)
+    with pytest.raises(AssertionError):   # the softmax along the last dim instead: wrong values
+        _agrees(soft, code.replace("softmax_1(y0.movedim(1, -1)).movedim(-1, 1)", "softmax_1(y0)"),
+                case=_cpu_case(soft), perturb=True)
+    rows = _problem(tmp_path, "gemm_softmax", "    def __init__(self):\n        super().__init__()\n"
+                    "        self.fc = nn.Linear(12, 20)\n    def forward(self, x):\n"
+                    "        return torch.softmax(torch.nn.functional.gelu(self.fc(x)), dim=1)",
+                    "[torch.randn(batch, 12)]", sizes="batch = 9")
+    m = match_problem(rows)
+    assert m.summary.startswith("linear 9x12 float32 -> 20, then elementwise add -> gelu, then softmax over dim 1")
+    _agrees(rows, m.space.render(m.space.default), case=_cpu_case(rows), perturb=True)
+
+
 # wrong kernels: each edit breaks one thing the chain needs
 WRONG = [
     ("the group norm's mean not subtracted", "y = (x - mean) * rstd", "y = x * rstd"),
@@ -170,8 +190,8 @@ def test_graphs_just_outside_the_pattern_are_not_matched(tmp_path):
     assert match_chain(trace_problem(residual)) is None   # an add reads the convolution across the norm
     with pytest.raises(Unmatched, match="native_group_norm"):
         match_problem(residual)
-    soft = _conv_problem(tmp_path, "gn_softmax", gn, "        return torch.softmax(self.gn(self.conv(x)), dim=1)")
-    assert match_chain(trace_problem(soft)) is None   # a softmax is no stage of a chain
+    lse = _conv_problem(tmp_path, "gn_logsumexp", gn, "        return torch.logsumexp(self.gn(self.conv(x)), dim=1)")
+    assert match_chain(trace_problem(lse)) is None   # a logsumexp is no stage of a chain (no generated kernel)
     apart = _conv_problem(tmp_path, "sum_apart", "", "        return self.conv(x).sum(dim=(1, 3))")
     assert match_chain(trace_problem(apart)) is None   # a reduction of dims not next to each other
     pool1d = _problem(tmp_path, "conv_pool1d", "    def __init__(self):\n        super().__init__()\n"

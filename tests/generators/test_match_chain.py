@@ -200,7 +200,13 @@ def test_graphs_just_outside_the_pattern_are_not_matched(tmp_path):
     assert match_chain(trace_problem(pool1d)) is None   # 1-D pooling traces through an unsqueeze
     dropout = _conv_problem(tmp_path, "gn_dropout", gn + "        self.drop = nn.Dropout(0.5)\n",
                             "        return self.drop(self.gn(self.conv(x)))")
-    assert match_chain(trace_problem(dropout)) is None   # random in training mode
+    assert match_chain(trace_problem(dropout)) is None   # random in training mode, as the judge runs the reference
+    # dropout that is the identity (p = 0, or a module in evaluation mode) leaves nothing in the graph: matched
+    for i, ctor in enumerate(("nn.Dropout(0.0)", "nn.Dropout(0.5).eval()")):
+        same = _conv_problem(tmp_path, f"gn_identity_{i}", gn + f"        self.drop = {ctor}\n",
+                             "        return self.drop(self.gn(self.conv(x)))")
+        assert match_chain(trace_problem(same)).summary.endswith("then group norm (the generated convolution, then "
+                                                                 "one generated kernel a stage)")
     frozen = _conv_problem(tmp_path, "bn_eval", "        self.bn = nn.BatchNorm2d(8).eval()\n",
                            "        return self.bn(self.conv(x))")
     assert match_chain(trace_problem(frozen)) is None   # batch norm in evaluation mode: the running statistics

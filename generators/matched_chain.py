@@ -16,9 +16,10 @@ each a stage of the candidate's forward:
   nn.XxxPoolNd call's where it has one (else the traced values); a reduction: generators/reduction.py's kernel, the
   reduced dims flattened into one, at its default tile; softmax: the softmax family's kernel at its starter for the
   shape (the dim moved last where it is not).
-Every stage's output makes one round trip through memory. A chain of no stage but elementwise ops is matched_conv's
-or match.py's (one epilogue kernel). A graph whose later op reads an earlier stage's intermediate (a residual add
-over a normalisation), two heads, or dropout (random in training mode) is not matched here.
+Every stage's output makes one round trip through memory. An elementwise run may read, besides its input, any earlier
+stage's input or output (a residual add across a normalisation, x - mean(x)), not a value inside an earlier run. A
+chain of no stage but elementwise ops is matched_conv's or match.py's (one epilogue kernel). Two heads, or dropout
+(random in training mode, as the judge runs the reference) are not matched here.
 """
 from __future__ import annotations
 
@@ -312,6 +313,9 @@ def match_chain(traced: Traced) -> Match | None:
     helpers, lines, what, inits = [], [], [], []
     src, var, bias = head, "y0", (gemm[1] if gemm is not None else None)
     lines.append(f"y0 = {conv[4] if conv is not None else gemm[2]}")
+    # what a later elementwise run may read besides its own input: the stages' outputs and inputs (a residual add
+    # across a stage, x - mean(x)); the GEMM's product lacks its bias and is not one of them
+    done = {head: "y0"} if bias is None else {}
     lo = position[head]
     for k, (hi, end) in enumerate(zip(bounds, ends)):
         seg = [n for n in traced.ops[lo + 1:hi] if n in live and n not in owned]
@@ -321,8 +325,11 @@ def match_chain(traced: Traced) -> Match | None:
                 return None
             sub = replace(traced, ops=seg, output=end)
             skip = frozenset(n for n in traced.ops if n not in seg)
+            inside = set(seg)
+            sources = {src: (var, bias)} | {n: (v, None) for n, v in done.items()
+                                             if n is not src and any(u in inside for u in n.users)}
             try:
-                pg = match_pointwise(sub, sources={src: (var, bias)}, skip=skip)
+                pg = match_pointwise(sub, sources=sources, skip=skip)
             except NotPointwise:
                 return None
             text, names = _renamed(_helper_text(render_kernel(pg, dict(DEFAULT))), f"_{len(helpers) + 1}")
@@ -332,6 +339,7 @@ def match_chain(traced: Traced) -> Match | None:
             lines.append(f"{var} = {names['pointwise']}({args})")
             what.append(f"elementwise {' -> '.join(pg.ops)}")
             bias = None
+            done[end] = var
         else:   # nothing computed between two stages: the next reads the previous one's output as it is
             n = end
             while n is not src and isinstance(n, torch.fx.Node) and op_name(n) in _PASS:
@@ -352,6 +360,7 @@ def match_chain(traced: Traced) -> Match | None:
             inits.append(st.init.format(**names))
         what.append(st.kind)
         src, var, lo = st.out, new, bounds[k]
+        done[src] = var
     lines.append(f"return {var}")
     helper = "\n\n\n".join(helpers)
     chain = ", then ".join(what)

@@ -142,6 +142,30 @@ def test_softmax_along_the_channels_and_along_rows(tmp_path):
     _agrees(rows, m.space.render(m.space.default), case=_cpu_case(rows), perturb=True)
 
 
+def test_a_run_reads_an_earlier_stage_s_input_or_output(tmp_path):
+    residual = _conv_problem(tmp_path, "residual", "        self.gn = nn.GroupNorm(2, 8)\n",
+                             "        y = self.conv(x)\n        return torch.relu(self.gn(y) + y)")
+    m = match_problem(residual)
+    assert m.summary.endswith("then group norm, then elementwise add -> relu (the generated convolution, then one "
+                              "generated kernel a stage)")
+    code = m.space.render(m.space.default)
+    assert "y2 = pointwise_2(y1, y0)" in code
+    _agrees(residual, code, case=_cpu_case(residual), perturb=True)
+    centred = _problem(tmp_path, "gemm_centred", "    def __init__(self):\n        super().__init__()\n"
+                       "        self.fc = nn.Linear(12, 20)\n    def forward(self, x):\n        y = self.fc(x)\n"
+                       "        y = torch.max(y, dim=0, keepdim=True).values\n"
+                       "        return torch.nn.functional.gelu(y - y.mean(dim=1, keepdim=True))",
+                       "[torch.randn(batch, 12)]", sizes="batch = 9")
+    m = match_problem(centred)
+    assert "then max over dim 0, then mean over dim 1, then elementwise sub -> gelu" in m.summary
+    code = m.space.render(m.space.default)
+    assert "y4 = pointwise_4(y2, y3)" in code   # the max's values and their mean, both earlier stages' outputs
+    _agrees(centred, code, case=_cpu_case(centred), perturb=True)
+    with pytest.raises(AssertionError):   # the operands swapped: the mean minus the values, at the mean's shape
+        _agrees(centred, code.replace("pointwise_4(y2, y3)", "pointwise_4(y3, y2)"), case=_cpu_case(centred),
+                perturb=True)
+
+
 # wrong kernels: each edit breaks one thing the chain needs
 WRONG = [
     ("the group norm's mean not subtracted", "y = (x - mean) * rstd", "y = x * rstd"),
@@ -186,10 +210,11 @@ def test_the_judge_passes_the_chain_and_fails_a_wrong_one():
 
 def test_graphs_just_outside_the_pattern_are_not_matched(tmp_path):
     gn = "        self.gn = nn.GroupNorm(2, 8)\n"
-    residual = _conv_problem(tmp_path, "residual", gn, "        y = self.conv(x)\n        return self.gn(y) + y")
-    assert match_chain(trace_problem(residual)) is None   # an add reads the convolution across the norm
+    inner = _conv_problem(tmp_path, "inner", gn, "        a = torch.relu(self.conv(x))\n"
+                          "        return self.gn(a * 2.0) + a")
+    assert match_chain(trace_problem(inner)) is None   # an add reads a value inside the run before the norm
     with pytest.raises(Unmatched, match="native_group_norm"):
-        match_problem(residual)
+        match_problem(inner)
     lse = _conv_problem(tmp_path, "gn_logsumexp", gn, "        return torch.logsumexp(self.gn(self.conv(x)), dim=1)")
     assert match_chain(trace_problem(lse)) is None   # a logsumexp is no stage of a chain (no generated kernel)
     apart = _conv_problem(tmp_path, "sum_apart", "", "        return self.conv(x).sum(dim=(1, 3))")

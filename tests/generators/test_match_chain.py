@@ -208,6 +208,19 @@ def test_the_judge_passes_the_chain_and_fails_a_wrong_one():
     assert r.status.value == "incorrect", (r.status, r.reason)
 
 
+def test_the_judge_passes_a_pooled_chain_and_fails_one_that_skips_the_pooling():
+    problem = _load(FIXTURES / "conv_pool_mean.py")
+    m = match_problem(problem)
+    code = m.space.render(m.space.default)
+    settings = EvalSettings(trials=1, timing_iters=2, aot_compile=False)
+    r = evaluate(problem, code, settings, mode="cpu", seed=3)
+    assert r.status.value == "ok", (r.status, r.reason)
+    wrong = code.replace("y3 = pointwise_3(y2)", "y3 = pointwise_3(y1)")
+    assert wrong != code
+    r = evaluate(problem, wrong, settings, mode="cpu", seed=3)
+    assert r.status.value == "incorrect", (r.status, r.reason)
+
+
 def test_graphs_just_outside_the_pattern_are_not_matched(tmp_path):
     gn = "        self.gn = nn.GroupNorm(2, 8)\n"
     inner = _conv_problem(tmp_path, "inner", gn, "        a = torch.relu(self.conv(x))\n"

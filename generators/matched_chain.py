@@ -37,14 +37,24 @@ from kernelsearch.generators.conv import conv_space
 from kernelsearch.generators.matched_batchnorm import _BN, _BN_STATS
 from kernelsearch.generators.matched_conv import conv_head
 from kernelsearch.generators.matched_extra import _NORM, _ROW_STATS
-from kernelsearch.generators.pointwise import DEFAULT, FLOATS, NotPointwise, match_pointwise, render_kernel, self_attr
+from kernelsearch.generators.pointwise import (
+    DEFAULT,
+    DEFAULT_INIT,
+    FLOATS,
+    NotPointwise,
+    match_pointwise,
+    render_kernel,
+    self_attr,
+)
 from kernelsearch.generators.pooling import _POOL_OPS, START_THREAD_LOADS, Pooling, _constructor_call, _n, pooling_space
 from kernelsearch.generators.reduction import reduction_space
 from kernelsearch.generators.trace import Traced, meta, op_name, schema_args
 from kernelsearch.judge.problem import Case
 
 _PASS = ("getitem", "detach", "alias", "clone")
-_SIDE = ("detach", "getitem", "empty", "alias", "clone")   # ops off the output's path that are allowed
+# ops off the output's path that are allowed (copies and views of what the reference computes and drops: max
+# pooling's indices); an op that writes in place there is refused, but for the buffers' `num_batches_tracked += 1`
+_SIDE = ("detach", "getitem", "empty", "alias", "clone", "squeeze", "unsqueeze", "view")
 _NORM_DEFAULT = {"CHUNK": 4096, "num_warps": 8}
 _OURS = ("import torch", "import triton", "import triton.language as tl")
 
@@ -148,10 +158,10 @@ def _norm_stage(traced: Traced, node) -> _Stage | None:
     return _Stage(src, out, "batch norm", owned, text(_BN, _BN_STATS, "batch norm"), call)
 
 
-def _pool_stage(traced: Traced, node, baked: bool) -> _Stage | None:
-    """Max or average pooling over the 2 or 3 dims after the channels: the pooling family's kernel. Its arguments
-    are the constructor's nn.XxxPoolNd call's (a line of the candidate's constructor) unless `baked` or the
-    constructor has none: then the traced values, a constant of the helper."""
+def _pool_stage(traced: Traced, node) -> _Stage | None:
+    """Max or average pooling over the 1 to 3 dims after the channels (1-D traces as unsqueeze -> 2-D pooling ->
+    squeeze): the pooling family's kernel. Its arguments are the constructor's nn.XxxPoolNd call's (a line of the
+    candidate's constructor), or where it has none the traced values, a constant of the helper."""
     op, nd = _POOL_OPS[op_name(node)]
     a = schema_args(node)
     if op == "max":
@@ -161,11 +171,20 @@ def _pool_stage(traced: Traced, node, baked: bool) -> _Stage | None:
         out, owned = outs[0], {node, *node.users}
     else:
         out, owned = node, {node}
-    x, y = meta(a["self"]), meta(out)
+    src = a["self"]
+    x, y = meta(src), meta(out)
     if x is None or y is None or x.dim() != nd + 2 or x.dtype not in FLOATS:
         return None
     k, st = _n(a["kernel_size"], nd), _n(a.get("stride") or a["kernel_size"], nd)
     pad, dil = _n(a.get("padding", 0), nd), _n(a.get("dilation", 1) if op == "max" else 1, nd)
+    sq = next(iter(out.users)) if len(out.users) == 1 else None
+    if nd == 2 and op_name(src) == "unsqueeze" and src.args[1] % x.dim() == 2 and len(src.users) == 1 and \
+            (k[0], st[0], pad[0], dil[0]) == (1, 1, 0, 1) and sq is not None and op_name(sq) == "squeeze" and \
+            _dim_of(sq) in (-2, 2, (-2,), (2,)):   # 1-D pooling: (N, C, L) pooled as (N, C, 1, L)
+        nd, k, st, pad, dil = 1, k[1:], st[1:], pad[1:], dil[1:]
+        owned |= {src, sq}
+        src, out = src.args[0], sq
+        x, y = meta(src), meta(out)
     pool = Pooling(op, k, st, pad, dil, bool(a.get("ceil_mode", False)),
                    bool(a.get("count_include_pad", True)) if op == "avg" else True,
                    a.get("divisor_override") if op == "avg" else None, tuple(x.shape), tuple(y.shape), x.dtype)
@@ -173,13 +192,13 @@ def _pool_stage(traced: Traced, node, baked: bool) -> _Stage | None:
     window = math.prod(k)   # a thread's outputs x window elements within the family's starter's budget
     block = max(128, min(1024, 128 * (1 << max(0, (START_THREAD_LOADS // window).bit_length() - 1))))
     text = space.render({**space.default, "BLOCK": block, "TILE_W": 0, "num_warps": 4})
-    ctor = None if baked else _constructor_call(traced.reference_source, op, nd)
+    ctor = _constructor_call(traced.reference_source, op, nd)
     if ctor is not None:
         args = ", ".join([ast.unparse(e) for e in ctor.args] + [ast.unparse(kw) for kw in ctor.keywords])
-        return _Stage(a["self"], out, f"{op} pooling", owned, text, "{pool}({x}, self._{pool})",
+        return _Stage(src, out, f"{op} pooling", owned, text, "{pool}({x}, self._{pool})",
                       f"self._{{pool}} = {{_pool_params}}({args})")
     text = _helper_text(text) + f"\n\n\n_POOL_ARGS = {pool.args()!r}\n"
-    return _Stage(a["self"], out, f"{op} pooling", owned, text, "{pool}({x}, {_POOL_ARGS})")
+    return _Stage(src, out, f"{op} pooling", owned, text, "{pool}({x}, {_POOL_ARGS})")
 
 
 def _reduce_stage(traced: Traced, node, live: set) -> _Stage | None:
@@ -238,18 +257,51 @@ def _softmax_stage(node) -> _Stage | None:
     return _Stage(a["self"], node, f"softmax over dim {d}", {node}, SPACE.template(SPACE.default_for(case)), call)
 
 
-def _stage(traced: Traced, node, live: set, baked: bool) -> _Stage | None | bool:
-    """The stage `node` starts, None where it cannot be one, False where it is no stage's (elementwise, a copy)."""
+def _stage(traced: Traced, node, live: set, claimed: set) -> _Stage | None | bool:
+    """The stage `node` starts, None where it cannot be one, False where it is no stage's (elementwise, a copy);
+    `claimed`: the nodes of the stages before it, which it does not read through, and to which it adds its own."""
     name = op_name(node)
     if name in ("native_group_norm", "native_batch_norm"):
-        return _norm_stage(traced, node)
-    if name in _POOL_OPS:
-        return _pool_stage(traced, node, baked)
-    if name in ("sum", "mean", "amax", "amin", "max", "min"):
-        return _reduce_stage(traced, node, live)
-    if name == "_softmax":
-        return _softmax_stage(node)
-    return False
+        st = _norm_stage(traced, node)
+    elif name in _POOL_OPS:
+        st = _pool_stage(traced, node)
+    elif name in ("sum", "mean", "amax", "amin", "max", "min"):
+        st = _reduce_stage(traced, node, live)
+    elif name == "_softmax":
+        st = _softmax_stage(node)
+    else:
+        return False
+    if st is None:
+        return None
+    st = _through_views(st, claimed)
+    claimed |= st.owned
+    return st
+
+
+def _dim_of(node):
+    d = schema_args(node).get("dim")
+    return tuple(d) if isinstance(d, (list, tuple)) else d
+
+
+def _through_views(st: _Stage, claimed: set) -> _Stage:
+    """The stage read through the unsqueezes and squeezes around it (1-D pooling of a GEMM's rows traces as
+    unsqueeze -> 2-D pooling -> squeeze): each a view in its call, its nodes the stage's."""
+    pre = []
+    while isinstance(st.inp, torch.fx.Node) and op_name(st.inp) in ("unsqueeze", "squeeze") and \
+            st.inp not in claimed and len(st.inp.users) == 1 and _dim_of(st.inp) is not None:
+        pre.append(f".{op_name(st.inp)}({_dim_of(st.inp)!r})")
+        st.owned.add(st.inp)
+        st.inp = st.inp.args[0]
+    if pre:
+        st.call = st.call.replace("{x}", "{x}" + "".join(reversed(pre)))
+    while len(st.out.users) == 1 and op_name(next(iter(st.out.users))) in ("unsqueeze", "squeeze"):
+        nxt = next(iter(st.out.users))
+        if _dim_of(nxt) is None:
+            break
+        st.call += f".{op_name(nxt)}({_dim_of(nxt)!r})"
+        st.owned.add(nxt)
+        st.out = nxt
+    return st
 
 
 def _helper_text(text: str) -> str:
@@ -294,7 +346,8 @@ def match_chain(traced: Traced) -> Match | None:
     head = conv[0] if conv is not None else gemm[0]
     live = _live(traced)
     position = {n: i for i, n in enumerate(traced.ops)}
-    found = [(n, _stage(traced, n, live, baked=conv is None)) for n in traced.ops if position[n] > position[head]]
+    claimed: set = set()
+    found = [(n, _stage(traced, n, live, claimed)) for n in traced.ops if position[n] > position[head]]
     if any(st is None for _, st in found):
         return None
     starts = [n for n, st in found if st is not False]
@@ -370,6 +423,9 @@ def match_chain(traced: Traced) -> Match | None:
         summary = f"{cv.describe()}, then {chain} (the generated convolution, then one generated kernel a stage)"
         return Match("conv_chain", summary, conv_space(cv, init, forward, "\n".join(lines), helper=helper))
     summary = f"{gemm[3]}, then {chain} (the matmul family's GEMM, then one generated kernel a stage)"
+    if inits:   # the stages' constructor lines after the reference's
+        traced = replace(traced, init_source="\n".join([(traced.init_source or DEFAULT_INIT).rstrip("\n")] +
+                                                        [f"        {line}" for line in inits]))
     space = adapted_space("matmul", traced, lines, summary, case=gemm[4], case_limits=True)
     return Match("gemm_chain", summary, with_helper(space, "\n\n" + helper + "\n"))
 

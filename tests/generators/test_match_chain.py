@@ -5,11 +5,13 @@ the judge passes it and fails a wrong one, and graphs just outside the pattern a
 from __future__ import annotations
 
 import pytest
+import torch
 
 from kernelsearch.generators.match import Unmatched, match_problem
 from kernelsearch.generators.matched_chain import match_chain
 from kernelsearch.generators.trace import trace_problem
 from kernelsearch.judge.harness import evaluate
+from kernelsearch.judge.problem import load_source_module
 from kernelsearch.judge.settings import EvalSettings
 from tests.generators.test_match import FIXTURES, _agrees, _load, _problem
 
@@ -166,6 +168,39 @@ def test_a_run_reads_an_earlier_stage_s_input_or_output(tmp_path):
                 perturb=True)
 
 
+def test_one_d_pooling_of_a_gemm_s_rows_with_the_constructor_s_pool_size(tmp_path):
+    """Level 2's Matmul_AvgPool_*: x.unsqueeze(1) pooled by nn.AvgPool1d, squeezed back; the pool size is the
+    candidate's own constructor's (a case building the model with another size pools with that one)."""
+    body = ("    def __init__(self, k):\n        super().__init__()\n        self.fc = nn.Linear(12, 40)\n"
+            "        self.pool = nn.AvgPool1d(kernel_size=k)\n    def forward(self, x):\n"
+            "        x = self.pool(self.fc(x).unsqueeze(1)).squeeze(1)\n"
+            "        return torch.max(torch.relu(x), dim=1).values")
+    problem = _problem(tmp_path, "gemm_avgpool1d", body, "[torch.randn(batch, 12)]", init="[k]",
+                       sizes="batch = 9\nk = 4")
+    m = match_problem(problem)
+    assert "then avg pooling, then elementwise relu, then max over dim 1" in m.summary
+    code = m.space.render(m.space.default)
+    assert "self._pool_2 = _pool_params_2(kernel_size=k)" in code
+    assert "y2 = pool_2(y1.unsqueeze(1), self._pool_2).squeeze(1)" in code
+    _agrees(problem, code, case=_cpu_case(problem), perturb=True)
+    mod = load_source_module(code, "ks_test_chain_pool1d")
+    x = torch.randn(5, 12)
+    for k in (3, 8):
+        torch.manual_seed(0)
+        ref = problem.module.Model(k)
+        new = mod.ModelNew(k)
+        new.load_state_dict(ref.state_dict(), strict=False)
+        with torch.no_grad():
+            torch.testing.assert_close(new(x), ref(x), atol=1e-4, rtol=1e-4)
+    conv1d = _problem(tmp_path, "conv_pool1d", "    def __init__(self):\n        super().__init__()\n"
+                      "        self.conv = nn.Conv1d(3, 8, 3)\n    def forward(self, x):\n"
+                      "        return torch.nn.functional.max_pool1d(self.conv(x), 2, stride=1) * 2.0",
+                      "[torch.randn(batch, 3, 12)]", sizes="batch = 2")
+    m = match_problem(conv1d)
+    assert "then max pooling, then elementwise mul" in m.summary
+    _agrees(conv1d, m.space.render(m.space.default), case=_cpu_case(conv1d), perturb=True)
+
+
 # wrong kernels: each edit breaks one thing the chain needs
 WRONG = [
     ("the group norm's mean not subtracted", "y = (x - mean) * rstd", "y = x * rstd"),
@@ -232,10 +267,9 @@ def test_graphs_just_outside_the_pattern_are_not_matched(tmp_path):
     assert match_chain(trace_problem(lse)) is None   # a logsumexp is no stage of a chain (no generated kernel)
     apart = _conv_problem(tmp_path, "sum_apart", "", "        return self.conv(x).sum(dim=(1, 3))")
     assert match_chain(trace_problem(apart)) is None   # a reduction of dims not next to each other
-    pool1d = _problem(tmp_path, "conv_pool1d", "    def __init__(self):\n        super().__init__()\n"
-                      "        self.conv = nn.Conv1d(3, 8, 3)\n    def forward(self, x):\n"
-                      "        return torch.nn.functional.max_pool1d(self.conv(x), 2)", "[torch.randn(2, 3, 12)]")
-    assert match_chain(trace_problem(pool1d)) is None   # 1-D pooling traces through an unsqueeze
+    unbatched = _conv_problem(tmp_path, "conv_pool3d_of_4d", "",
+                              "        return torch.nn.functional.max_pool3d(self.conv(x), 2)")
+    assert match_chain(trace_problem(unbatched)) is None   # a 3-D pooling of a 4-D tensor pools the channels too
     dropout = _conv_problem(tmp_path, "gn_dropout", gn + "        self.drop = nn.Dropout(0.5)\n",
                             "        return self.drop(self.gn(self.conv(x)))")
     assert match_chain(trace_problem(dropout)) is None   # random in training mode, as the judge runs the reference

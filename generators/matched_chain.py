@@ -1,5 +1,5 @@
 """Level-2 chains: a convolution or a linear layer, then elementwise ops, group norm, batch norm (training mode, as the
-judge runs the reference), instance norm, max / average pooling, softmax along one dim and reductions of
+judge runs the reference), instance norm, max / average pooling (1-3 D), softmax along one dim and reductions of
 consecutive dims (sum, mean, max, min), in any order after the head (KernelBench level 2's Conv2d_GroupNorm_*,
 Gemm_BatchNorm_*, Conv2d_Min_*, Conv2d_*_MaxPool_*, Conv3d_Softmax_*, ...).
 
@@ -8,14 +8,17 @@ each a stage of the candidate's forward:
 - the head: the generated convolution (conv.py, its search space: the space of the whole chain), or the matmul
   family's GEMM (its template and space, at the problem's M, N, K), whose bias is added by the first elementwise
   kernel;
-- each run of elementwise ops between two normalisations: one generated elementwise kernel (pointwise.py) at the
-  family's default;
+- each run of elementwise ops between two stages: one generated elementwise kernel (pointwise.py) at the family's
+  default;
 - group norm and instance norm: matched_extra.py's row normalisation; batch norm: matched_batchnorm.py's
   per-channel one; each at its default chunk (4096 values on 8 warps);
 - pooling: the generated pooling kernel (pooling.py) at its default, the pooling's arguments the constructor's
   nn.XxxPoolNd call's where it has one (else the traced values); a reduction: generators/reduction.py's kernel, the
   reduced dims flattened into one, at its default tile; softmax: the softmax family's kernel at its starter for the
-  shape (the dim moved last where it is not).
+  shape (the dim moved last where it is not). A stage is read through the unsqueezes and squeezes around it (views in
+  its call: 1-D pooling of a GEMM's rows).
+Only the head's parameters are searched; the stages stay at their starters. Batch norm of a GEMM's (N, C) output
+reads each channel with a stride of C (matched_batchnorm.py's kernel, made for N x C x H x W): correct, not fast.
 Every stage's output makes one round trip through memory. An elementwise run may read, besides its input, any earlier
 stage's input or output (a residual add across a normalisation, x - mean(x)), not a value inside an earlier run. A
 chain of no stage but elementwise ops is matched_conv's or match.py's (one epilogue kernel). Two heads, or dropout

@@ -83,7 +83,10 @@ def test_a_model_run_searches_its_problems_and_verifies_the_model_with_the_winne
     assert r.returncode == 0 and "└" in r.stdout   # the children under their model run
     r = cli("export-tsv", "m1", "--db", str(db), cwd=tmp_path)
     kinds = {line.split("\t")[2] for line in r.stdout.splitlines()[1:]}
-    assert r.returncode == 0 and len(kinds) == 2 and all("@" in k for k in kinds)   # both children's rows
+    # both children's rows, each under its run's problem (a family point `name@...`, or a problem file the model run
+    # wrote: which two the plan picks moves with the offline provider's starting points)
+    problems = {p for (p,) in _rows(db, "SELECT problem FROM run WHERE name != 'm1'")}
+    assert r.returncode == 0 and len(kinds) == 2 and kinds == problems, (kinds, problems)
     r = cli("report", "m1", "--db", str(db), "-o", str(tmp_path / "m1.html"), cwd=tmp_path)
     page = (tmp_path / "m1.html").read_text()
     assert r.returncode == 0 and "model predicted" in page and "with kernels" in page

@@ -84,6 +84,21 @@ def _plain_annotation(node: ast.AST | None) -> bool:
     return node is None or (isinstance(node, ast.Constant) and isinstance(node.value, str)) or bool(_dotted(node))
 
 
+JIT_OPTIONS = ("noinline", "do_not_specialize", "do_not_specialize_on_alignment", "debug")
+
+
+def _jit_decorator(fn: ast.FunctionDef, aliases: dict[str, str]) -> ast.expr:
+    """`@_ks_jit`, with the literal options of the source's `@triton.jit(...)` that change what is compiled
+    (`noinline=True`: a device function compiled as a call, not inlined); any other option is dropped."""
+    for d in fn.decorator_list:
+        if isinstance(d, ast.Call) and _is_jit(d, aliases):
+            kept = [k for k in d.keywords if k.arg in JIT_OPTIONS and _literal(k.value, set())]
+            if kept:
+                return ast.Call(func=ast.Attribute(ast.Name("_ks_functools", ast.Load()), "partial", ast.Load()),
+                                args=[ast.Name("_ks_jit", ast.Load())], keywords=kept)
+    return ast.Name("_ks_jit", ast.Load())
+
+
 def kernel_module_source(source: str) -> tuple[str, set[str], set[str]]:
     """The candidate's source cut down to its kernels: (text, kernel names, names the source launches as
     `name[grid](...)`). Nothing of the text runs but imports of triton and math, literal constants and `def`s."""
@@ -91,7 +106,8 @@ def kernel_module_source(source: str) -> tuple[str, set[str], set[str]]:
     aliases: dict[str, str] = {}
     known: set[str] = set()
     kernels: set[str] = set()
-    body: list[ast.stmt] = [ast.parse("from triton.runtime.jit import JITFunction as _ks_jit").body[0]]
+    body: list[ast.stmt] = ast.parse("import functools as _ks_functools\n"
+                                     "from triton.runtime.jit import JITFunction as _ks_jit").body
     defs: dict[str, ast.FunctionDef] = {}
     for node in tree.body:
         if isinstance(node, ast.Import):
@@ -131,7 +147,7 @@ def kernel_module_source(source: str) -> tuple[str, set[str], set[str]]:
         args.defaults = [d if _literal(d, known) else ast.Constant(None) for d in args.defaults]
         args.kw_defaults = [d if d is None or _literal(d, known) else ast.Constant(None) for d in args.kw_defaults]
         fn.returns = None
-        fn.decorator_list = [ast.Name("_ks_jit", ast.Load())] if name in kernels else []
+        fn.decorator_list = [_jit_decorator(fn, aliases)] if name in kernels else []
         body.append(fn)
     for alias, fn_name in made.items():
         body.append(ast.parse(f"{alias} = _ks_jit({fn_name})").body[0])

@@ -160,6 +160,9 @@ def host(x):
     assert "LOG2E = math.log2(math.e)" in text and "SCALE = tl.constexpr(2 * 64)" in text
     assert "B: tl.constexpr=None" in text     # a default that is not a literal is dropped, not evaluated
     assert text.count("@_ks_jit") == 2 and "k3 = _ks_jit(_k3)" in text
+    options = kernel_module_source("import triton\n\n@triton.jit(noinline=True, launch_metadata=print)\n"
+                                   "def f(x):\n    pass\n")[0]
+    assert "@_ks_functools.partial(_ks_jit, noinline=True)" in options and "print" not in options
 
 
 def test_a_kernel_that_cannot_compile_is_a_compile_error_whoever_writes_the_report(softmax):

@@ -171,17 +171,19 @@ def _cases(problem, first) -> list:
 
 def _report(source: str, rec: dict, case_name: str, compile_records) -> dict:
     t0 = time.monotonic()
-    if rec.get("error") and not rec.get("records"):
-        return {"status": "compile_error" if rec.get("compile_error") else "error", "kernels": [],
-                "case": case_name, "launches": 0, "error": rec["error"], "run_error": rec["error"]}
+    if rec.get("error") and not rec.get("records") and rec.get("compile_error"):
+        return {"status": "compile_error", "kernels": [], "case": case_name, "launches": 0, "error": rec["error"],
+                "run_error": rec["error"]}
+    # an error and no records otherwise goes to the compile too: the records are the candidate's process's word, and
+    # an "error" it writes must not stand in for the kernels its runner was seen to launch (`required`)
     records = [r for r in rec["records"] if r.get("case") == case_name]
     others = [r for r in rec["records"] if r.get("case") != case_name
               and r.get("kernel") not in {x.get("kernel") for x in records}]
     report = compile_records(source, records + others, case_name)
     report["launches"] = len(records)
-    report["run_error"] = rec.get("run_error")
-    if report.get("status") == "error" and rec.get("run_error"):
-        report["error"] += f" ({rec['run_error']})"
+    report["run_error"] = rec.get("run_error") or rec.get("error")
+    if report.get("status") == "error" and report["run_error"]:
+        report["error"] += f" ({report['run_error']})"
     report["wall_s"] = round(report.get("wall_s", 0) + time.monotonic() - t0, 3)
     return report
 

@@ -176,6 +176,11 @@ def test_a_kernel_that_cannot_compile_is_a_compile_error_whoever_writes_the_repo
     r = aot_report(src, softmax, "mid", required={"_softmax_row_kernel"})   # as the judge's runner saw it launched
     assert r["status"] == "compile_error" and r["missing"] == ["_softmax_row_kernel"], r
     assert aot_report(src, softmax, "mid")["status"] != "ok"   # with the records' word alone: no kernel, no pass
+    # the same forgery with an error in its records instead (an "error" report passed the judge's sm_90 stage)
+    says_error = src.replace('"error": null', '"error": "ImportError: no module"')
+    assert says_error != src
+    r = aot_report(says_error, softmax, "mid", required={"_softmax_row_kernel"})
+    assert r["status"] == "compile_error" and r["missing"] == ["_softmax_row_kernel"], r
     honest_record = src.replace('if os.environ.get("TRITON_INTERPRET") != "1":', "if False:")
     r = aot_report(honest_record, softmax, "mid")
     assert r["status"] == "compile_error" and "_scale" in r["error"], r

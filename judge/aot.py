@@ -30,7 +30,7 @@ import time
 import traceback
 from typing import Any
 
-from kernelsearch.judge.aot_compile import ARCH, OPTION_KEYS, WARP, AOTError, memory_ops  # noqa: F401
+from kernelsearch.judge.aot_compile import OPTION_KEYS, AOTError, target
 from kernelsearch.judge.isolation import confine_candidate, die_with_parent, leave_network, orphans_reaped
 
 
@@ -40,19 +40,13 @@ def _interpreting() -> bool:
 
 # -- capture -------------------------------------------------------------------------------------------------
 
-def _target():
-    from triton.backends.compiler import GPUTarget
-
-    return GPUTarget("cuda", ARCH, WARP)
-
-
 @contextlib.contextmanager
 def _recording(launches: list[dict]):
     """Patch JITFunction.run (and Autotuner.run) so launches are recorded, bound for sm_90, and not run."""
     from triton.compiler import make_backend
     from triton.runtime import autotuner, jit
 
-    backend = make_backend(_target())
+    backend = make_backend(target())
     binders: dict[int, Any] = {}
 
     def run(self, *args, grid=None, warmup=False, **kwargs):
@@ -154,14 +148,14 @@ def record_launches(source: str, problem, cases: list) -> dict:
     return out
 
 
-def aot_report_inprocess(source: str, problem, case=None) -> dict:
+def aot_report_inprocess(source: str, problem, case=None, required: set[str] | None = None) -> dict:
     """Record the candidate's launches and compile them for sm_90, both in this process (which runs the candidate's
     code: call it only inside a sandboxed worker or on trusted sources). Needs TRITON_INTERPRET unset."""
     from kernelsearch.judge.aot_compile import records_report
 
     case = _resolve_case(problem, case)
     rec = record_launches(source, problem, _cases(problem, case))
-    return _report(source, rec, case.name, lambda *a: records_report(*a, required=set()))
+    return _report(source, rec, case.name, lambda *a: records_report(*a, required=required))
 
 
 def _cases(problem, first) -> list:
@@ -253,11 +247,10 @@ def aot_report(source: str, problem, case=None, *, timeout_s: float = 300.0, in_
     `required`: kernels that must be among the records (the judge passes those its runner saw launched in the
     correctness calls); one left out is a compile error. None: the records' word alone.
     """
-
     if in_process is None:
         in_process = not _interpreting()
     if in_process:
-        return aot_report_inprocess(source, problem, case)
+        return aot_report_inprocess(source, problem, case, required)
     case_name = _resolve_case(problem, case).name
     if not problem.ref:
         raise AOTError(f"problem {problem.name!r} has no ref: a child process cannot load it")

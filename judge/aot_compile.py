@@ -202,7 +202,8 @@ def _options(raw: dict) -> dict:
     return out
 
 
-def _target():
+def target():
+    """The H200 / H100 as Triton's compiler names it (sm_90, 32-thread warps)."""
     from triton.backends.compiler import GPUTarget
 
     return GPUTarget("cuda", ARCH, WARP)
@@ -264,7 +265,7 @@ def _compile_one(fn, record: dict) -> dict:
     }
     t0 = time.monotonic()
     try:
-        kernel = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=_target(), options=opts)
+        kernel = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target(), options=opts)
     except Exception as err:  # noqa: BLE001 - the compiler's message is the verdict
         entry.update(status="compile_error", error=f"{type(err).__name__}: {err}"[-6000:],
                      compile_s=round(time.monotonic() - t0, 3))

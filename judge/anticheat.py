@@ -180,28 +180,18 @@ class Writes:
 
 
 def _launch_tensors(value, depth: int = 0) -> list:
-    """The tensors a launch argument hands a kernel: a tensor, the tensor under a TMA descriptor (Triton's
-    TensorDescriptor, whose `base` the kernel reads and writes through), or those in a tuple of them."""
+    """The tensors a value hands a kernel or a torch operation: a tensor, the tensor under a TMA descriptor (Triton's
+    TensorDescriptor, whose `base` the kernel reads and writes through), or those in a tuple, list or dict of them."""
     if isinstance(value, torch.Tensor):
         return [value]
     base = getattr(value, "base", None)
     if isinstance(base, torch.Tensor) and hasattr(value, "block_shape"):
         return [base]
+    if isinstance(value, dict):
+        value = list(value.values())
     if isinstance(value, (tuple, list)) and depth < 4:
         return [t for v in value for t in _launch_tensors(v, depth + 1)]
     return []
-
-
-def _tensors(value, found: list) -> list:
-    if isinstance(value, torch.Tensor):
-        found.append(value)
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            _tensors(v, found)
-    elif isinstance(value, dict):
-        for v in value.values():
-            _tensors(v, found)
-    return found
 
 
 class Provenance(torch.overrides.TorchFunctionMode):
@@ -215,8 +205,8 @@ class Provenance(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        if any(self.writes.from_kernels(t) for t in _tensors((args, kwargs), [])):
-            for t in _tensors(out, []):
+        if any(self.writes.from_kernels(t) for t in _launch_tensors((args, kwargs))):
+            for t in _launch_tensors(out):
                 if t.numel():
                     self.writes.derived.add(t.untyped_storage().data_ptr())
         return out

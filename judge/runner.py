@@ -99,7 +99,7 @@ def _escaped_capture(g, outs, warned: list[str]) -> str | None:
     the graph is empty, and a replay writes nothing. Checked both ways: the warning, and the outputs poisoned (NaN)
     and replayed once: a graph that writes none of them is no timing of the candidate."""
     empty = next((w for w in warned if "graph is empty" in w.lower()), None)
-    floats = [t for t in _tensors(outs) if t.is_floating_point() and t.is_cuda and t.numel()]
+    floats = [t for t in wire.flat_tensors(outs) if t.is_floating_point() and t.is_cuda and t.numel()]
     if empty is None and floats:
         for t in floats:
             t.fill_(float("nan"))
@@ -113,14 +113,6 @@ def _escaped_capture(g, outs, warned: list[str]) -> str | None:
             "a replay wrote none of its outputs") + "): a kernel launched on the legacy default stream "
             "(kernel<<<grid, block, smem>>> with no stream) escapes capture; timed without a graph, by the batch's "
             "wall clock and a device synchronize, on the stream it uses")
-
-
-def _tensors(x) -> list:
-    if isinstance(x, torch.Tensor):
-        return [x]
-    if isinstance(x, (list, tuple)):
-        return [t for v in x for t in _tensors(v)]
-    return []
 
 
 class Runner:

@@ -5,7 +5,7 @@ triton's do_bench_cudagraph of the same kernel on the same shape in this process
 come.
 
     . bench/device_env.sh && python3 bench/clock_spread_gpu.py [--n 5] [--candidate PATH] [--problem PATH]
-        [--settings "KS_CLOCK_SPIN_S=0;KS_CLOCK_SPIN_S=0.05"]
+        [--settings "KS_CLOCK_BATCHES=4:12;KS_CLOCK_BATCHES=8:24"]
 
 --settings: clock settings (environment variables of judge/clock.py, `;` between settings, `,` within one) compared
 in one call: the evaluations alternate between them, and each gets its own spread line.
@@ -35,7 +35,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=5)
     ap.add_argument("--candidate", default=str(ROUND3 / "honest_softmax.py"))
     ap.add_argument("--problem", default=str(ROUND3 / "softmax_gpu.py"))
-    ap.add_argument("--settings", default="", help="e.g. KS_CLOCK_SPIN_S=0;KS_CLOCK_BATCHES=8:24")
+    ap.add_argument("--settings", default="", help="e.g. KS_CLOCK_BATCHES=4:12;KS_CLOCK_BATCHES=8:24")
     args = ap.parse_args()
     settings = [dict(kv.split("=", 1) for kv in one.split(",") if kv) for one in args.settings.split(";")] or [{}]
     times: dict[int, list[float]] = {i: [] for i in range(len(settings))}

@@ -33,11 +33,9 @@ class RunnerClient:
         self.uid: int | None = None    # the candidate's own user, where it has one
         self.strays: set[int] = set()  # those found (stopped at once, killed at close)
 
-    def request(self, header: dict, buffers: list | None = None, spin_s: float = 0.0) -> tuple[dict, list]:
-        """Send `header`, wait for the reply (polling without sleep for up to `spin_s` first)."""
+    def request(self, header: dict, buffers: list | None = None) -> tuple[dict, list]:
         try:
             wire.send(self.sock, header, buffers or [])
-            wire.spin_until_readable(self.sock, spin_s)
             reply, bufs = wire.recv(self.sock)
         except (EOFError, OSError) as err:
             how = self._how() if self._how else None

@@ -65,12 +65,9 @@ PROBE_MS = 0.1                 # the quiet-device probe: a sleep kernel this lon
 # contexts time-slice); the least of three probes is taken, so host jitter alone (an idle outlier read 0.58) is not
 PROBE_SLACK = 1.5
 PROBE_BUSY_MS = PROBE_SLACK * PROBE_MS + 0.05   # the least of three probes over this: the device is shared
-# The timed steps can wait for replies polling instead of asleep (judge and runner; a wake-up adds tens of
-# microseconds, varying, to a batch's wall time): KS_CLOCK_SPIN_S > 0 keeps a runner that answered a ping awake that
-# long for its batch, and the judge polling as long for each timed reply. Off: on an H200 (bench/clock_spread_gpu.py,
-# 8192 x 8191 fp32 softmax, 3 evaluations each, interleaved) the same kernel read 0.1934-0.1940 ms without it (0.34 %)
-# and 0.1954-0.2011 ms with 50 ms of polling (2.89 %); with polling and 8-24 batches 2.43 %
-SPIN_S = float(os.environ.get("KS_CLOCK_SPIN_S", "0"))
+# (Replies waited for by polling instead of asleep were tried against a wake-up's jitter and dropped: on an H200,
+# bench/clock_spread_gpu.py, 8192 x 8191 fp32 softmax, 3 evaluations each, interleaved, the same kernel read
+# 0.1934-0.1940 ms asleep (0.34 %) and 0.1954-0.2011 ms with 50 ms of polling (2.89 %).)
 PROBE_TRIES = 20               # re-probed every 50 ms before the device counts as busy
 
 
@@ -308,12 +305,11 @@ def _timed_batch(talk: Conversation, sides: dict, b: int, n: int):
         elif talk.mode == "cuda":
             quiet_device(talk)   # the candidate is frozen here: nothing of it may still be running on the device
         tp = time.perf_counter()
-        spin = SPIN_S if talk.mode == "cuda" else 0.0   # the CPU machines' two cores are the runners'
-        talk.ask(r, {"op": "ping", "spin_s": spin}, "a ping", "timing", spin_s=spin)
+        talk.ask(r, {"op": "ping"}, "a ping", "timing")
         t0 = time.perf_counter()
         pings[name] = t0 - tp
         done, _ = talk.ask(r, {"op": "batch", "slots": list(range(n)), "n": n, "events": True},
-                           "a timed batch", "timing", spin_s=spin)
+                           "a timed batch", "timing")
         t1 = time.perf_counter()
         events[name] = done.get("event_ms")   # the candidate's is its word: it can only lower its credit (above)
         if name == "candidate":

@@ -42,12 +42,11 @@ class Conversation:
                      "gpu_memory_fraction": self.settings.gpu_memory_fraction}, "setting up", "compile")
         return r
 
-    def ask(self, r: RunnerClient, header: dict, what: str, stage: str, buffers: list | None = None,
-            spin_s: float = 0.0):
+    def ask(self, r: RunnerClient, header: dict, what: str, stage: str, buffers: list | None = None):
         """The runner's reply to `header` and its buffers; a lost runner, a malformed reply or an error reply raises
         `CandidateFailure` (`what` names the request in its reason, `stage` the stage)."""
         try:
-            reply, bufs = r.request(header, buffers, spin_s=spin_s) if spin_s else r.request(header, buffers)
+            reply, bufs = r.request(header, buffers)
         except RunnerLost as err:
             raise CandidateFailure(Status.crash, f"{what}: {err}", stage=stage) from None
         except wire.WireError as err:

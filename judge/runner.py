@@ -409,10 +409,8 @@ class Runner:
 
     # -- loop -------------------------------------------------------------------------------------------------
     def serve(self) -> None:
-        spin = 0.0
         while True:
             try:
-                wire.spin_until_readable(self.sock, spin)   # after a ping the batch follows at once: awake for it
                 req, buffers = wire.recv(self.sock)
             except EOFError:
                 return
@@ -426,7 +424,6 @@ class Runner:
                     raise _Failure("protocol", f"unknown op {op!r}")
                 res = handler(req, buffers) if op in ("build", "inputs") else handler(req)
                 header, bufs = res if isinstance(res, tuple) else (res, [])
-                spin = float(req.get("spin_s") or 0.0) if op == "ping" else 0.0
                 self.reply(header, bufs)
             except _Failure as f:
                 err = f.err if isinstance(f.err, BaseException) else None

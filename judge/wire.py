@@ -19,10 +19,8 @@ import base64
 import ctypes
 import json
 import math
-import select
 import socket
 import struct
-import time
 from typing import Any
 
 import torch
@@ -49,21 +47,6 @@ def send(sock: socket.socket, header: dict, buffers: list[bytes | memoryview] = 
         parts.append(b)
     for p in parts:
         sock.sendall(p)
-
-
-def spin_until_readable(sock: socket.socket, spin_s: float) -> bool:
-    """Poll `sock` without sleeping for up to `spin_s` seconds: True once a frame is waiting. A process asleep in
-    recv is woken by the scheduler, which adds tens of microseconds, varying, to whatever a clock spans (the clock's
-    steps wait this way: judge/clock.py SPIN_S). Then the blocking recv goes on as ever."""
-    if spin_s <= 0:
-        return False
-    poller = select.poll()
-    poller.register(sock.fileno(), select.POLLIN)
-    end = time.perf_counter() + spin_s
-    while time.perf_counter() < end:
-        if poller.poll(0):
-            return True
-    return False
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytearray:

@@ -122,15 +122,24 @@ def _storage_bytes(t: torch.Tensor) -> torch.Tensor:
     return torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
 
 
+def _fingerprint(t: torch.Tensor) -> int:
+    """The wrapping integer sum of the storage under `t`: equal bytes always give an equal sum, and unequal bytes
+    almost never do (where they do, the runner's second pass, which fills the memory first, still decides). A sum,
+    not a copy: a copy of every output a kernel takes held gigabytes more of the candidate's memory on KernelBench's
+    largest problems."""
+    b = _storage_bytes(t)
+    return int((b.view(torch.int64) if b.numel() % 8 == 0 else b).sum(dtype=torch.int64))
+
+
 class Writes:
     """Which storages a correctness call's Triton launches took, for the kernel-launch check's second half: the
     candidate's own kernels must have written its output (a launch that touches no output byte does not count).
 
-    Each storage a launch takes that is not an input's is copied as it was just before the first launch that took it
-    (`first`), and torch operations on those storages mark what they return as made from the kernels' work
+    Each storage a launch takes that is not an input's is fingerprinted as it was just before the first launch that
+    took it (`first`), and torch operations on those storages mark what they return as made from the kernels' work
     (`derived`: a host-side cast, slice or reshape of a kernel's output, through the `Provenance` mode). After the
     forward, an output neither taken by a launch nor made from one was not the candidate's kernels' work
-    (`untouched`); an output whose bytes equal the copy was already what it is before any of its kernels ran: the
+    (`untouched`); an output whose bytes match the fingerprint was already what it is before any of its kernels ran: the
     work was done some other way, unless the memory simply held the same answer from an earlier call. The runner
     then calls the forward again with that storage filled with 0xff just before the same launch (`poison`): a kernel
     that writes it restores the answer; a kernel that does not leaves the fill, and the output is `unwritten`."""
@@ -138,7 +147,7 @@ class Writes:
     def __init__(self, module: str, inputs: list, poison: set | None = None) -> None:
         self.module = module
         self.inputs = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor) and t.numel()}
-        self.first: dict[int, tuple[tuple, torch.Tensor]] = {}   # storage -> ((kernel, nth, arg), bytes before)
+        self.first: dict[int, tuple[tuple, int]] = {}   # storage -> ((kernel, nth, arg), fingerprint before)
         self.derived: set[int] = set()                             # storages torch made from the kernels' work
         self.nth: dict[str, int] = {}
         self.poison = poison or set()
@@ -160,7 +169,7 @@ class Writes:
             where = (kernel, n, key)
             if where in self.poison:
                 _storage_bytes(a).fill_(255)
-            self.first[ptr] = (where, _storage_bytes(a).clone())
+            self.first[ptr] = (where, _fingerprint(a))
 
     def verdict(self, outs: list) -> tuple[list[int], dict[int, tuple]]:
         """(outputs neither a launch took nor made from one, {output: where} for outputs that were already their final
@@ -174,7 +183,7 @@ class Writes:
             if hit is None:
                 if ptr not in self.derived:
                     untouched.append(j)
-            elif torch.equal(_storage_bytes(o), hit[1]):
+            elif _fingerprint(o) == hit[1]:
                 same[j] = hit[0]
         return untouched, same
 

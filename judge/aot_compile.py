@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -169,9 +170,12 @@ def load_kernels(source: str) -> tuple[dict[str, Any], set[str]]:
     path = os.path.join(d, "kernels.py")   # @jit reads a kernel's source back from its file
     with open(path, "w") as f:
         f.write(text)
-    spec = importlib.util.spec_from_file_location(f"ks_aot_kernels_{os.getpid()}_{time.monotonic_ns()}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec = importlib.util.spec_from_file_location(f"ks_aot_kernels_{os.getpid()}_{time.monotonic_ns()}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:   # @jit has read each kernel's source by now; one folder an evaluation was left in /tmp (279 in a day)
+        shutil.rmtree(d, ignore_errors=True)
     return {k: getattr(module, k) for k in kernels}, launched
 
 

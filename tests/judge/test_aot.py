@@ -184,3 +184,16 @@ def test_a_kernel_that_cannot_compile_is_a_compile_error_whoever_writes_the_repo
     honest_record = src.replace('if os.environ.get("TRITON_INTERPRET") != "1":', "if False:")
     r = aot_report(honest_record, softmax, "mid")
     assert r["status"] == "compile_error" and "_scale" in r["error"], r
+
+
+def test_loading_the_kernels_leaves_no_folder_behind(tmp_path, monkeypatch):
+    """load_kernels writes the cut-down source to a file for @jit to read: the folder goes once they are made
+    (one was left in /tmp by every sm_90 compile: 279 in a day of this machine's tests)."""
+    import tempfile
+
+    from kernelsearch.judge.aot_compile import load_kernels
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    kernels, launched = load_kernels(_starter())
+    assert "_softmax_online_kernel" in kernels and kernels["_softmax_online_kernel"].src
+    assert list(tmp_path.iterdir()) == []

@@ -30,7 +30,6 @@ On the CPU (Triton's interpreter) the same loop runs without graphs; its times r
 from __future__ import annotations
 
 import contextlib
-import copy
 import os
 import statistics
 import time
@@ -45,7 +44,7 @@ from kernelsearch.judge.conversation import Conversation
 from kernelsearch.judge.correctness import COMPARE_CHUNK, agreement, compare
 from kernelsearch.judge.family import Case
 from kernelsearch.judge.memory import calls_that_fit, timing_calls
-from kernelsearch.judge.numerics import references, to_hi
+from kernelsearch.judge.numerics import references
 from kernelsearch.judge.seeds import derive_seed
 from kernelsearch.judge.status import CandidateFailure, HarnessFailure, Status
 
@@ -153,7 +152,6 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                  "loading the reference", "timing")
     ref = talk.build(case, seed, "timing", [(r, "compile" if name == "compile" else "eager")
                                             for name, r in sides.items()])
-    ref32 = copy.deepcopy(ref).to(torch.float32)   # the timed outputs' float32 reference, built once
     with torch.no_grad():
         out_bytes = _nbytes(ref(*probe))
     del probe
@@ -227,7 +225,7 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
 
                     ceil = ceilings("cuda")   # measured once per device, only while holding it alone
                 t_lap = time.perf_counter()
-                clock, events, pings, cand_reply, cand_bufs = _timed_batch(talk, sides, b, n)
+                clock, events, pings, cand_reply, cand_bufs, eager_outs = _timed_batch(talk, sides, b, n)
                 laps["batches"] += time.perf_counter() - t_lap
                 # the reference's runners are trusted: their wall time beyond their CUDA-event time is recorded
                 ev = events.get("eager")
@@ -246,9 +244,10 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                     else:
                         per_call[name].append(max(t_batch - fixed, 0.0) * 1e3 / n)
                 t_lap = time.perf_counter()
-                _check(talk, sides["candidate"], cand_reply, cand_bufs, inputs_of, b, n, ref, ref32, atol, rtol, chunk)
+                _check(talk, sides["candidate"], cand_reply, cand_bufs, inputs_of, b, n, ref, eager_outs, atol, rtol,
+                       chunk)
                 laps["check"] += time.perf_counter() - t_lap
-                del cand_reply, cand_bufs
+                del cand_reply, cand_bufs, eager_outs
                 if b + 1 >= batches[0] and all(spread(v) <= TARGET_SPREAD for v in per_call.values()):
                     break
     plan["overhead_ms"] = round(statistics.median(overheads) * 1e3, 4) if overheads else None
@@ -293,8 +292,10 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
 def _timed_batch(talk: Conversation, sides: dict, b: int, n: int):
     """Each side's ping, batch and describe, on the judge's clock; the candidate is thawed just before its ping and
     frozen again after its describe. Returns the clock readings, the references' event times, the pings, and the
-    candidate's describe reply with its buffers."""
+    candidate's describe reply with its buffers, and the eager reference's outputs of the same calls (decoded: on a
+    GPU views of its runner's memory, valid until its next batch)."""
     clock: dict[str, tuple[float, float]] = {}
+    eager_outs: list | None = None
     events: dict[str, float | None] = {}
     pings: dict[str, float] = {}
     cand_reply, cand_bufs = None, None
@@ -319,9 +320,23 @@ def _timed_batch(talk: Conversation, sides: dict, b: int, n: int):
         if name == "candidate":
             r.freeze()   # nothing runs in the candidate's process until its outputs are read
             cand_reply, cand_bufs = reply, bufs
+        elif name == "eager":
+            eager_outs = _decoded_outs(talk, r, reply, bufs, n)
         clock[name] = (t1 - t0, t2 - t1)
         del reply, bufs
-    return clock, events, pings, cand_reply, cand_bufs
+    return clock, events, pings, cand_reply, cand_bufs, eager_outs
+
+
+def _decoded_outs(talk: Conversation, r: RunnerClient, reply: dict, bufs: list, n: int) -> list | None:
+    """A trusted runner's outputs of a batch's n calls, decoded; None where they are not n well-formed values (the
+    check then computes each call's reference itself)."""
+    outs = reply.get("outs")
+    if not isinstance(outs, list) or len(outs) != n:
+        return None
+    try:
+        return [wire.decode(o, bufs, talk.device, r.ipc) for o in outs]
+    except wire.WireError:
+        return None
 
 
 def _probe_ms() -> float:
@@ -392,14 +407,19 @@ def _refill(talk: Conversation, sides: dict, views: dict, inputs_of, b: int, n: 
     return took
 
 
-def _check(talk: Conversation, r: RunnerClient, reply: dict, bufs: list, inputs_of, b: int, n: int, ref, ref32,
-           atol: float, rtol: float, chunk: int = COMPARE_CHUNK) -> None:
+def _check(talk: Conversation, r: RunnerClient, reply: dict, bufs: list, inputs_of, b: int, n: int, ref,
+           eager_outs: list | None, atol: float, rtol: float, chunk: int = COMPARE_CHUNK) -> None:
     """Every output of the candidate's timed batch against the reference on that call's inputs (runner frozen).
 
-    The batch's first call is judged by `compare` in full (types, shapes, dtypes, values); the others against the
-    float32 reference `ref32` by `agreement`, whose yes/no stays on the device until one read for the whole batch (a
-    synchronisation and a deep copy per call cost 10 ms a call on an H200: 1.46 s of a softmax evaluation's 1.89 s
-    timing loop, under the exclusive lease). A call that disagrees is then judged by `compare` for its reason."""
+    The batch's first call is judged by `compare` in full (types, shapes, dtypes, values) against the judge's own
+    reference; the others by `agreement` with the eager reference's output of the same call in the same batch (its
+    runner is trusted, never loaded the candidate, and ran the same inputs), whose yes/no stays on the device until
+    one read for the whole batch. A call that disagrees is then judged by `compare` against the judge's own reference,
+    which decides (an honest output a hair outside the tolerance of eager's rounded one passes there).
+    Reading eager's outputs instead of recomputing each call's reference here takes the inputs' generation and a
+    forward of the reference per call out of the exclusive lease (a synchronisation and a deep copy per call once
+    cost 10 ms a call on an H200: 1.46 s of a softmax evaluation's 1.89 s timing loop). Where eager's outputs are
+    missing (None), each call's float32 reference is computed here as before."""
     try:
         outs = reply.get("outs")
         if not isinstance(outs, list) or len(outs) != n:
@@ -427,7 +447,9 @@ def _check(talk: Conversation, r: RunnerClient, reply: dict, bufs: list, inputs_
             flag = None
             if like is not None:
                 with torch.no_grad():
-                    flag = agreement(got, like, ref32(*to_hi(inputs_of(b, k), torch.float32)), atol, rtol, chunk)
+                    want32 = eager_outs[k] if eager_outs is not None else references(
+                        ref, inputs_of(b, k), torch.float32)[1]
+                    flag = agreement(got, like, want32, atol, rtol, chunk)
             if flag is None:
                 like = fail_if_wrong(k, got)
             else:

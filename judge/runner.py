@@ -402,6 +402,20 @@ class Runner:
             torch.cuda.synchronize()
         return {"ok": True}
 
+    def op_release(self, req: dict) -> dict:
+        """Drop the slots, the kept outputs and the graph (after a reference's warm-up call). Their blocks stay in
+        this process's cache, where the timing stage's slots are allocated next, not handed back to the device: the
+        judge keeps its mapping of every segment it was sent, and a segment freed and made anew could be read through
+        the old one. Returns the bytes cached and unused here, for the judge to count as free when it sizes batches."""
+        self.slots.clear()
+        self.kept, self.graph = [], None
+        if self.device != "cuda":
+            return {"cached": 0}
+        import gc
+
+        gc.collect()
+        return {"cached": int(torch.cuda.memory_reserved() - torch.cuda.memory_allocated())}
+
     def op_describe(self, req: dict) -> tuple[dict, list]:
         buffers, segs = [], {}
         outs = [self.out_value(o, buffers, segs) for o in self.kept]

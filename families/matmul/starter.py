@@ -1,4 +1,4 @@
-# kernelsearch-space: {"BK": 64, "BM": 128, "BN": 256, "GROUP_M": 8, "epilogue_subtile": true, "flatten": false, "fp32_precision": "ieee", "num_stages": 4, "num_warps": 8, "programs_per_sm": 1, "variant": "tma_persistent", "warp_specialize": false}
+# kernelsearch-space: {"BK": 64, "BM": 128, "BN": 256, "GROUP_M": 8, "epilogue_subtile": true, "flatten": false, "fp32_precision": "ieee", "gemv_block_k": 1024, "gemv_rows": 4, "num_stages": 4, "num_warps": 8, "programs_per_sm": 1, "split_k": 1, "variant": "tma_persistent", "warp_specialize": false}
 import torch
 import triton
 import triton.language as tl

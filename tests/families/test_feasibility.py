@@ -126,7 +126,9 @@ def test_matmul_warp_specialized_wide_tiles_on_4_warps_and_spilling_accumulators
     assert space.infeasible({**point, "BM": 64, "BN": 256}) is not None
     # a 128 x 256 accumulator on 4 warps (256 fp32 a thread) spilled 2.8-4.2 KB at the timed case in every variant;
     # the fp32 and odd correctness cases spill nearly everywhere (the starter too) and refuse nothing
-    for variant in space.params["variant"]:
+    # (`gemv` holds no such tile: it ignores the tile knobs, and is refused at the square timed case as not
+    # matrix-vector)
+    for variant in [v for v in space.params["variant"] if v != "gemv"]:
         wide = {**space.default, "variant": variant, "num_warps": 4, "num_stages": 3}
         assert "registers" in space.infeasible(wide), variant
         assert space.infeasible({**wide, "num_warps": 8}) is None, variant

@@ -113,8 +113,12 @@ def test_an_fp32_problem_starts_from_3xtf32_and_ieee_is_a_move_away(tmp_path):
     for dtype in ("bfloat16", "float16"):
         assert SPACE.default_for(Case("problem", {"m": 4096, "n": 4096, "k": 4096}, dtype, timed=True)) \
             == SPACE.default
+    # the K one accumulator sums decides: KernelBench 6's 256 x 256 x 524288 splits K 16 ways (32768 a split: ieee);
+    # at 4 x TF32X3_MAX_K the 16 splits sum 4096 each (3xTF32)
+    long_k = Case("problem", {"m": 256, "n": 256, "k": 32 * TF32X3_MAX_K}, "float32", timed=True)
+    assert (SPACE.default_for(long_k)["fp32_precision"], SPACE.default_for(long_k)["split_k"]) == ("ieee", 16)
     long_k = Case("problem", {"m": 256, "n": 256, "k": 4 * TF32X3_MAX_K}, "float32", timed=True)
-    assert SPACE.default_for(long_k)["fp32_precision"] == "ieee"
+    assert (SPACE.default_for(long_k)["fp32_precision"], SPACE.default_for(long_k)["split_k"]) == ("tf32x3", 16)
     moves = {m.title: new for m, new in SPACE.applicable(start, [fp32])}
     assert moves["fp32 in full precision"]["fp32_precision"] == "ieee"
     # two accumulators: 128 x 256 on 8 warps spills at a timed fp32 case (sm_90: 2.1 KB), the ieee loop is not judged

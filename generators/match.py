@@ -5,7 +5,7 @@ says what was found. In order:
 - a graph of elementwise operations gets the generated pointwise family (generators/pointwise.py);
 - a graph that is one built-in family's operation at other shapes gets that family's template and search space,
   with a `ModelNew` of the problem's constructor and forward around the family's public function (softmax along any
-  dim; sum along one dim, keepdim or not; mm with transposed or flattened operands; bmm and batched torch.matmul
+  dim; sum along one dim, keepdim or not; mm with transposed or flattened operands; mv; bmm and batched torch.matmul
   (3-D/4-D, batch dims broadcast, operands transposed) by the family's batched `tiled` kernel; layer norm over the
   trailing dims with its weight and bias; cross-entropy with a mean over the batch; RMS norm as x / sqrt(mean(x^2) +
   eps) along one dim). The family's default is adjusted to the shape where its own would not fit (a softmax row too
@@ -174,6 +174,23 @@ def _matmul(traced: Traced) -> Match | None:
     if ma is not None and mc is not None:
         case = Case("problem", {"m": int(mc.shape[0]), "n": int(mc.shape[1]), "k": int(ma.shape[1])},
                     str(x.dtype).removeprefix("torch."), timed=True)
+    return Match("matmul", summary, adapted_space("matmul", traced, body, summary, case=case, case_limits=True))
+
+
+def _matvec(traced: Traced) -> Match | None:
+    """torch.mv, or torch.matmul of a matrix and a 1-D vector (traced as mv): the matmul family at N = 1, the vector
+    viewed as a column, so the family's shape rule starts it from its matrix-vector kernel (`gemv`)."""
+    ops = core_ops(traced, {"mv"})
+    if not ops or len(ops) != 1 or ops[0] is not _result(traced):
+        return None
+    a = schema_args(ops[0])
+    x, v = tensor_input(traced, a["self"]), tensor_input(traced, a["vec"])
+    if x is None or v is None or len(x.shape) != 2 or len(v.shape) != 1 or x.dtype != v.dtype:
+        return None
+    body = [f"return matmul({x.name}, {v.name}.unsqueeze(1)).squeeze(1)"]
+    summary = f"mv of {shape_text(x)} and {shape_text(v)}"
+    case = Case("problem", {"m": int(x.shape[0]), "n": 1, "k": int(x.shape[1])}, str(x.dtype).removeprefix("torch."),
+                timed=True)
     return Match("matmul", summary, adapted_space("matmul", traced, body, summary, case=case, case_limits=True))
 
 
@@ -401,8 +418,8 @@ def _reduce_other(traced: Traced) -> Match | None:
     return Match("reduction", summary, space)
 
 
-_FAMILY_MATCHERS = (_softmax, _sum, _matmul, _layernorm, _cross_entropy, _rmsnorm, _gemm_epilogue, _reduce_other,
-                    match_extra, match_pooling, match_loss, match_cumulative, match_triangular,
+_FAMILY_MATCHERS = (_softmax, _sum, _matmul, _matvec, _layernorm, _cross_entropy, _rmsnorm, _gemm_epilogue,
+                    _reduce_other, match_extra, match_pooling, match_loss, match_cumulative, match_triangular,
                     match_flattened_product, match_batch_norm, match_triplet, match_conv, match_chain)
 
 

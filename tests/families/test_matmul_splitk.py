@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from kernelsearch.families.matmul.space import PARAMS, SMS, SPACE, SPLIT_MIN_STEPS, TF32X3_MAX_K
-from kernelsearch.generators.match import match_problem
+from kernelsearch.generators.match import Unmatched, match_problem
 from kernelsearch.judge.harness import evaluate
 from kernelsearch.judge.problem import Case, load_source_module
 from kernelsearch.judge.settings import EvalSettings
@@ -123,6 +123,23 @@ def test_a_row_vector_times_a_matrix_runs_the_gemv_kernel_over_columns(tmp_path)
     m = match_problem(p)
     assert m.space.default["variant"] == "gemv"
     _agrees(p, m.space.render({**m.space.default, "split_k": 2, "gemv_block_k": 512}), case=_timed(p))
+
+
+def test_a_matrix_times_a_1d_vector_is_matched_to_gemv_and_a_graph_outside_it_is_not(tmp_path):
+    p = _problem(tmp_path, "mv1d", "    def forward(self, A, v):\n        return torch.matmul(A, v)",
+                 "[torch.rand(M, K), torch.rand(K)]", sizes="M = 64\nK = 8192")
+    m = match_problem(p)
+    assert (m.kind, m.summary, m.space.default["variant"]) == ("matmul", "mv of 64x8192 float32 and 8192 float32",
+                                                               "gemv")
+    r = evaluate(p, m.space.render(m.space.default), SETTINGS, mode="cpu", seed=6)
+    assert r.status.value == "ok", (r.status, r.reason)
+    plus = _problem(tmp_path, "mv_plus", "    def forward(self, A, v):\n        return torch.matmul(A, v) + 1.0",
+                    "[torch.rand(M, K), torch.rand(K)]", sizes="M = 64\nK = 8192")
+    try:
+        other = match_problem(plus)
+    except Unmatched:   # no family for it
+        return
+    assert "mv of" not in other.summary
 
 
 def test_per_split_k_bounds_3xtf32_as_the_whole_k_did():

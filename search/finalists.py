@@ -65,7 +65,10 @@ class Retimer:
             with session_scope(self.engine) as s:
                 codes = {kid: q.get_kernel(s, kid).code for kid, _ in due}
             self.emit("retiming", {"when": when, "kernels": [kid for kid, _ in due], "n": sum(n for _, n in due)})
-            done = sum(await asyncio.gather(*(self._retime(kid, codes[kid]) for kid, n in due for _ in range(n))))
+            # round robin (A, B, C, A, B, ...), the order the pool starts them in: a drift of the device's speed
+            # while they run moves every finalist's re-timings alike, not one kernel's all
+            order = [kid for i in range(max(n for _, n in due)) for kid, n in due if i < n]
+            done = sum(await asyncio.gather(*(self._retime(kid, codes[kid]) for kid in order)))
             if not done:   # none started (the wall-time budget): the finalists stay as they are
                 return stored
             stored += done

@@ -185,6 +185,11 @@ def test_finalists_are_retimed_and_a_kernels_time_is_the_median_of_its_rows(tmp_
     assert retimes and st.retimes == len(retimes) and len(pool.codes) == len(rows)
     assert len(pool.retimed) == len(retimes)   # each asked in the pool's re-timing mode, and nothing else
     assert any(kind == "retiming" for kind, _ in events) and any(kind == "retimed" for kind, _ in events)
+    # asked round robin: in a re-timing pass of several kernels each is asked once before any a second time
+    passes = [e for kind, e in events if kind == "retiming"]
+    i = next(i for i, e in enumerate(passes) if len(e["kernels"]) >= 2 and e["n"] > len(e["kernels"]))
+    start = sum(e["n"] for e in passes[:i])
+    assert len(set(pool.retimed[start:start + len(passes[i]["kernels"])])) == len(passes[i]["kernels"])
     per_kernel: dict[int, list[float]] = {}
     for _, kid, status, time_ms, _, _ in rows:
         if status == "ok":

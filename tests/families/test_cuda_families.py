@@ -54,6 +54,9 @@ def test_cuda_space_moves_land_on_points_that_render(name):
     assert {m.title for m, _ in moves} >= {"Row per warp", "Shared-memory tree reductions"}
     for _, params in moves:
         assert check_source(space.render(params)) == "cuda"
+    if "stash" in space.params:   # the row's other two homes are each one move away
+        assert {p["stash"] for _, p in moves if p["stash"] != space.default["stash"]} == \
+            {"global", "shared", "registers"} - {space.default["stash"]}
 
 
 @pytest.mark.slow
@@ -82,7 +85,8 @@ def test_cuda_starter_is_correct(name, case_name, tmp_path):
 @gpu
 @pytest.mark.parametrize("name,param,value", [(f, k, v) for f in CUDA_FAMILIES for k, v in
                                               (("rows_per", "warp"), ("reduce", "shared"), ("vec_bytes", 4),
-                                               ("stash", "shared")) if k in _space(f).params])
+                                               ("stash", "shared"), ("stash", "registers"), ("stash", "global"))
+                                              if k in _space(f).params and _space(f).default[k] != v])
 def test_cuda_variant_is_correct(name, param, value, tmp_path):
     problem = _problem(name)
     source = _space(name).render({**_space(name).default, param: value})

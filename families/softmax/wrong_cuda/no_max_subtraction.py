@@ -9,11 +9,15 @@ CUDA_SRC = r"""
 #include <cuda_fp16.h>
 #include <vector>
 
-constexpr int THREADS = 256;          // threads a block
+constexpr int THREADS = 512;          // threads a block
 constexpr int VEC_BYTES = 16;      // bytes a vector load or store moves, where the row allows it
 constexpr bool ROW_PER_WARP = false;  // a row to each warp (else a row to the block)
-constexpr bool STASH = false;      // the first pass keeps the row in shared memory for the later ones, where it fits
+// where the passes after the first read the row: re-read through L1/L2, kept in shared memory by the first pass
+// (where it fits), or held in registers by the first pass (where it fits, else as STASH_SHARED)
+constexpr int STASH_GLOBAL = 0, STASH_SHARED = 1, STASH_REGISTERS = 2;
+constexpr int STASH = 2;
 constexpr size_t STASH_MAX = 200 * 1024;   // of the 227 KB a block may have on sm_90
+constexpr int REG_BYTES = 128;       // of the row a thread holds in registers (STASH_REGISTERS)
 
 __device__ __forceinline__ float to_f(float v) { return v; }
 __device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
@@ -24,6 +28,16 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float
 template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half(v); }
 
 template <typename T, int N> struct alignas(sizeof(T) * N) Vec { T v[N]; };
+
+// the compiler must take v as changed here: a row held in registers stays packed between passes (else the bf16 to
+// fp32 conversions of the first pass are kept for the later ones, two registers an element where one holds two)
+template <typename T, int N> __device__ __forceinline__ void opaque(Vec<T, N>& v) {
+    if constexpr (sizeof(v) % 4 == 0) {   // (held vectors are VEC_BYTES: whole 32-bit words)
+        unsigned* w = reinterpret_cast<unsigned*>(&v);
+        #pragma unroll
+        for (int i = 0; i < (int)(sizeof(v) / 4); ++i) asm volatile("" : "+r"(w[i]));
+    }
+}
 
 struct Sum {
     __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
@@ -51,7 +65,7 @@ __device__ __forceinline__ float row_reduce(float v, float* scratch) {
     return v;
 }
 
-template <typename T, int V, bool S>
+template <typename T, int V, int S>   // S: where the passes after the first read the row (STASH_*)
 __global__ void __launch_bounds__(THREADS) softmax_kernel(
         const T* __restrict__ x, T* __restrict__ y,
         long rows, int cols) {
@@ -62,52 +76,97 @@ __global__ void __launch_bounds__(THREADS) softmax_kernel(
     const long row = ROW_PER_WARP ? (long)blockIdx.x * (THREADS / 32) + threadIdx.x / 32 : (long)blockIdx.x;
     if (row >= rows) return;   // (a whole warp: the reductions of a warp's row stay in it)
     const T* xr = x + row * cols;
-    // S: the row's copy in shared memory; each thread reads back only what it wrote there (no barrier needed)
+    // STASH_SHARED: the row's copy in shared memory; each thread reads back only what it wrote there (no barrier)
     T* st = reinterpret_cast<T*>(stash_raw) + (ROW_PER_WARP ? (size_t)(threadIdx.x / 32) * cols : 0);
     bool stashed = false;
     auto load = [&](int c) {
-        if (S && stashed) return *reinterpret_cast<const Vec<T, V>*>(st + c);
+        if (S == STASH_SHARED && stashed) return *reinterpret_cast<const Vec<T, V>*>(st + c);
         const Vec<T, V> a = *reinterpret_cast<const Vec<T, V>*>(xr + c);
-        if (S) *reinterpret_cast<Vec<T, V>*>(st + c) = a;
+        if (S == STASH_SHARED) *reinterpret_cast<Vec<T, V>*>(st + c) = a;
         return a;
     };
-    auto each = [&](auto&& f) {   // f(column, x) over this thread's elements, V at a time
-        for (int c = lane * V; c < cols; c += width * V) {
-            const Vec<T, V> a = load(c);
+    // STASH_REGISTERS: this thread's R vectors of the row (columns (i * width + lane) * V), all loads issued at once
+    constexpr int R = S == STASH_REGISTERS ? REG_BYTES / (V * (int)sizeof(T)) : 1;
+    Vec<T, V> held[R];
+    auto hold = [&]() {
+        if (stashed) {   // a later pass: the held words, never the first pass's conversions of them
             #pragma unroll
-            for (int k = 0; k < V; ++k) f(c + k, to_f(a.v[k]));
+            for (int i = 0; i < R; ++i) opaque(held[i]);
+            return;
+        }
+        #pragma unroll
+        for (int i = 0; i < R; ++i) {
+            const int c = (i * width + lane) * V;
+            if (c < cols) held[i] = *reinterpret_cast<const Vec<T, V>*>(xr + c);
+        }
+        stashed = true;
+    };
+    auto each = [&](auto&& f) {   // f(column, x) over this thread's elements, V at a time
+        if constexpr (S == STASH_REGISTERS) {
+            hold();
+            #pragma unroll
+            for (int i = 0; i < R; ++i) {
+                const int c = (i * width + lane) * V;
+                if (c < cols) {
+                    #pragma unroll
+                    for (int k = 0; k < V; ++k) f(c + k, to_f(held[i].v[k]));
+                }
+            }
+        } else {
+            for (int c = lane * V; c < cols; c += width * V) {
+                const Vec<T, V> a = load(c);
+                #pragma unroll
+                for (int k = 0; k < V; ++k) f(c + k, to_f(a.v[k]));
+            }
         }
         stashed = true;
     };
     auto write = [&](auto&& g) {   // y[column] = g(column, x), V at a time
         T* yr = y + row * cols;
-        for (int c = lane * V; c < cols; c += width * V) {
-            const Vec<T, V> a = load(c);
-            Vec<T, V> b;
+        if constexpr (S == STASH_REGISTERS) {
+            hold();
             #pragma unroll
-            for (int k = 0; k < V; ++k) b.v[k] = from_f<T>(g(c + k, to_f(a.v[k])));
-            *reinterpret_cast<Vec<T, V>*>(yr + c) = b;
+            for (int i = 0; i < R; ++i) {
+                const int c = (i * width + lane) * V;
+                if (c < cols) {
+                    Vec<T, V> b;
+                    #pragma unroll
+                    for (int k = 0; k < V; ++k) b.v[k] = from_f<T>(g(c + k, to_f(held[i].v[k])));
+                    *reinterpret_cast<Vec<T, V>*>(yr + c) = b;
+                }
+            }
+        } else {
+            for (int c = lane * V; c < cols; c += width * V) {
+                const Vec<T, V> a = load(c);
+                Vec<T, V> b;
+                #pragma unroll
+                for (int k = 0; k < V; ++k) b.v[k] = from_f<T>(g(c + k, to_f(a.v[k])));
+                *reinterpret_cast<Vec<T, V>*>(yr + c) = b;
+            }
         }
     };
     float m = -INFINITY;
     each([&](int, float v) { m = fmaxf(m, v); });
     m = row_reduce<Max>(m, scratch);
+    constexpr float LOG2E = 1.4426950408889634f;
+    const float ml = m * LOG2E;   // exp(v - m) = 2^(v log2 e - m log2 e)
     float s = 0.f;
-    each([&](int, float v) { s += expf(v); });
+    each([&](int, float v) { s += exp2f(v * LOG2E); });
     const float inv = 1.f / row_reduce<Sum>(s, scratch);
-    write([&](int, float v) { return expf(v) * inv; });
+    write([&](int, float v) { return exp2f(v * LOG2E) * inv; });
 }
 
 template <typename T> const T* cptr(const torch::Tensor& t) { return reinterpret_cast<const T*>(t.data_ptr()); }
 template <typename T> T* mptr(torch::Tensor& t) { return reinterpret_cast<T*>(t.data_ptr()); }
 
-template <typename T, int V, bool S>
+template <typename T, int V, int S>
 void launch(const torch::Tensor& x, torch::Tensor& y,
             long rows, int cols, size_t smem) {
     const long per_block = ROW_PER_WARP ? THREADS / 32 : 1;
     const dim3 grid((unsigned)((rows + per_block - 1) / per_block));
     auto kernel = softmax_kernel<T, V, S>;
-    if (S) C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    if (S == STASH_SHARED)
+        C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     kernel<<<grid, THREADS, smem, at::cuda::getCurrentCUDAStream()>>>(
         cptr<T>(x), mptr<T>(y), rows, cols);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -116,11 +175,15 @@ void launch(const torch::Tensor& x, torch::Tensor& y,
 template <typename T, int V>
 void stash_or_not(const torch::Tensor& x, torch::Tensor& y,
                   long rows, int cols) {
-    if constexpr (STASH) {
-        const size_t smem = (size_t)(ROW_PER_WARP ? THREADS / 32 : 1) * cols * sizeof(T);
-        if (smem <= STASH_MAX) return launch<T, V, true>(x, y, rows, cols, smem);
+    if constexpr (STASH == STASH_REGISTERS && V * (int)sizeof(T) == VEC_BYTES) {   // the vectors REG_BYTES is for
+        if (cols <= (ROW_PER_WARP ? 32 : THREADS) * (REG_BYTES / (int)sizeof(T)))
+            return launch<T, V, STASH_REGISTERS>(x, y, rows, cols, 0);
     }
-    launch<T, V, false>(x, y, rows, cols, 0);
+    if constexpr (STASH != STASH_GLOBAL) {
+        const size_t smem = (size_t)(ROW_PER_WARP ? THREADS / 32 : 1) * cols * sizeof(T);
+        if (smem <= STASH_MAX) return launch<T, V, STASH_SHARED>(x, y, rows, cols, smem);
+    }
+    launch<T, V, STASH_GLOBAL>(x, y, rows, cols, 0);
 }
 
 template <typename T>
@@ -157,7 +220,7 @@ torch::Tensor softmax_rows(torch::Tensor x) {
 
 CPP_SRC = "torch::Tensor softmax_rows(torch::Tensor x);"
 
-_EXT = load_inline(name="ks_wrong_softmax_31f27ee18963", cpp_sources=CPP_SRC, cuda_sources=CUDA_SRC,
+_EXT = load_inline(name="ks_wrong_softmax_7c9e3f630302", cpp_sources=CPP_SRC, cuda_sources=CUDA_SRC,
                    functions=["softmax_rows"], extra_cuda_cflags=["-O3"], verbose=False)
 
 

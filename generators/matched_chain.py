@@ -1,7 +1,8 @@
 """Level-2 chains: a convolution or a linear layer, then elementwise ops, group norm, batch norm (training mode, as the
-judge runs the reference), instance norm, max / average pooling (1-3 D), softmax along one dim and reductions of
-consecutive dims (sum, mean, max, min), in any order after the head (KernelBench level 2's Conv2d_GroupNorm_*,
-Gemm_BatchNorm_*, Conv2d_Min_*, Conv2d_*_MaxPool_*, Conv3d_Softmax_*, ...).
+judge runs the reference), instance norm, layer norm, max / average pooling (1-3 D), softmax along one dim, reductions
+of consecutive dims (sum, mean, max, min, logsumexp) and, after a linear head, more linear layers, in any order after
+the head (KernelBench level 2's Conv2d_GroupNorm_*, Gemm_BatchNorm_*, Conv2d_Min_*, Conv2d_*_MaxPool_*,
+Conv3d_Softmax_*, Gemm_LogSumExp_*, ConvTranspose3d_LayerNorm_*, Gemm_Sigmoid_LogSumExp, ...).
 
 Nothing is fused: the chain is the existing generated kernels run one after the other on the previous one's output,
 each a stage of the candidate's forward:
@@ -14,15 +15,22 @@ each a stage of the candidate's forward:
   per-channel one; each at its default chunk (4096 values on 8 warps);
 - pooling: the generated pooling kernel (pooling.py) at its default, the pooling's arguments the constructor's
   nn.XxxPoolNd call's where it has one (else the traced values); a reduction: generators/reduction.py's kernel, the
-  reduced dims flattened into one, at its default tile; softmax: the softmax family's kernel at its starter for the
-  shape (the dim moved last where it is not). A stage is read through the unsqueezes and squeezes around it (views in
-  its call: 1-D pooling of a GEMM's rows).
+  reduced dims flattened into one, at its default tile (logsumexp: its running maximum and sum of exp(x - maximum),
+  any length, -inf / inf as torch's); softmax: the softmax family's kernel at its starter for the shape (the dim
+  moved last where it is not); layer norm over the trailing normalized_shape: the layernorm family's kernel at its
+  starter for the rows x cols (its Welford sweep where a row is past the registers' variant; no weight / bias: ones
+  / zeros made at the call). A stage is read through the unsqueezes and squeezes around it (views in its call: 1-D
+  pooling of a GEMM's rows);
+- a later linear layer (x @ W.t() of a parameter W) after a GEMM head: the head's `matmul` at the head's parameters,
+  its bias added by the elementwise kernel after it.
 Only the head's parameters are searched; the stages stay at their starters. Batch norm of a GEMM's (N, C) output
 reads each channel with a stride of C (matched_batchnorm.py's kernel, made for N x C x H x W): correct, not fast.
 Every stage's output makes one round trip through memory. An elementwise run may read, besides its input, any earlier
-stage's input or output (a residual add across a normalisation, x - mean(x)), not a value inside an earlier run. A
-chain of no stage but elementwise ops is matched_conv's or match.py's (one epilogue kernel). Two heads, or dropout
-(random in training mode, as the judge runs the reference) are not matched here.
+stage's input or output (a residual add across a normalisation, x - mean(x)), or a copy of a forward argument made
+before the head (x.clone().detach() for a residual add), not a value inside an earlier run. A chain of no stage but
+elementwise ops is matched_conv's or match.py's (one epilogue kernel). Two heads side by side (a stage reading
+anything but the chain), a linear layer after a convolution, or dropout (random in training mode, as the judge runs
+the reference) are not matched here.
 """
 from __future__ import annotations
 
@@ -66,34 +74,44 @@ def _gemm_head(traced: Traced):
     """addmm(bias, x, W.t()) or mm(x, W.t()) of a linear layer's (or a parameter's) W: (node, bias Input or None,
     the host line computing the product, a summary, the matmul case)."""
     cores = [n for n in traced.ops if op_name(n) in ("mm", "addmm", "bmm", "convolution")]
-    if len(cores) != 1 or op_name(cores[0]) not in ("mm", "addmm"):
+    if not cores or any(op_name(n) not in ("mm", "addmm") for n in cores):
         return None
-    mm = cores[0]
+    mm = cores[0]   # (a later linear layer is a stage: _linear_stage)
+    a = schema_args(mm)
+    x_node = a["mat1"] if op_name(mm) == "addmm" else a["self"]
+    x = traced.input_of(x_node) if isinstance(x_node, torch.fx.Node) else None
+    found = _linear(traced, mm)
+    if x is None or x.kind != "tensor" or len(x.shape) != 2 or x.dtype not in FLOATS or found is None or \
+            found[1].dtype != x.dtype:
+        return None
+    w_node, w, bias = found
+    n = int(meta(mm).shape[-1])
+    case = Case("problem", {"m": int(x.shape[0]), "n": n, "k": int(x.shape[1])},
+                str(x.dtype).removeprefix("torch."), timed=True)
+    line = f"matmul({x.name}, {self_attr(w.name)}.t())"
+    return mm, bias, line, f"linear {shape_text(x)} -> {n}", case, {w_node}
+
+
+def _linear(traced: Traced, mm):
+    """mm(x, W.t()) or addmm(b, x, W.t()) of a parameter W (and a parameter b): (the W.t() node, W, b or None);
+    None where `mm` is not that."""
     a = schema_args(mm)
     addmm = op_name(mm) == "addmm"
     if addmm and (a.get("beta", 1) != 1 or a.get("alpha", 1) != 1):
         return None
-    x_node, w_node = (a["mat1"], a["mat2"]) if addmm else (a["self"], a["mat2"])
-    x = traced.input_of(x_node) if isinstance(x_node, torch.fx.Node) else None
-    if x is None or x.kind != "tensor" or len(x.shape) != 2 or x.dtype not in FLOATS:
-        return None
+    w_node = a["mat2"]
     if not (isinstance(w_node, torch.fx.Node) and op_name(w_node) in ("t", "permute", "transpose")):
         return None
     w = traced.input_of(w_node.args[0])
     m = meta(w_node)
-    if w is None or w.kind != "param" or len(w.shape) != 2 or w.dtype != x.dtype or m is None or \
-            tuple(m.shape) != tuple(reversed(w.shape)):
+    if w is None or w.kind != "param" or len(w.shape) != 2 or m is None or tuple(m.shape) != tuple(reversed(w.shape)):
         return None
     bias = None
     if addmm:
         bias = traced.input_of(a["self"]) if isinstance(a["self"], torch.fx.Node) else None
         if bias is None or bias.kind != "param":
             return None
-    n = int(meta(mm).shape[-1])
-    case = Case("problem", {"m": int(x.shape[0]), "n": n, "k": int(x.shape[1])},
-                str(x.dtype).removeprefix("torch."), timed=True)
-    line = f"matmul({x.name}, {self_attr(w.name)}.t())"
-    return mm, bias, line, f"linear {shape_text(x)} -> {n}", case, {w_node}
+    return w_node, w, bias
 
 
 @dataclass
@@ -109,6 +127,7 @@ class _Stage:
     text: str
     call: str
     init: str = ""
+    bias: Any = None   # a linear stage's bias (an Input): added first by the elementwise kernel after it
 
 
 def _norm_stage(traced: Traced, node) -> _Stage | None:
@@ -205,8 +224,9 @@ def _pool_stage(traced: Traced, node) -> _Stage | None:
 
 
 def _reduce_stage(traced: Traced, node, live: set) -> _Stage | None:
-    """sum / mean / amax / amin over consecutive dims, or max / min's values along one: generators/reduction.py's
-    kernel on the dims flattened into one; a squeeze of the result right after it is read with it."""
+    """sum / mean / amax / amin / logsumexp over consecutive dims, or max / min's values along one:
+    generators/reduction.py's kernel on the dims flattened into one; a squeeze of the result right after it is read
+    with it."""
     name = op_name(node)
     a = schema_args(node)
     if name in ("max", "min"):
@@ -260,18 +280,72 @@ def _softmax_stage(node) -> _Stage | None:
     return _Stage(a["self"], node, f"softmax over dim {d}", {node}, SPACE.template(SPACE.default_for(case)), call)
 
 
-def _stage(traced: Traced, node, live: set, claimed: set) -> _Stage | None | bool:
+def _linear_stage(traced: Traced, node) -> _Stage | None:
+    """A linear layer after a GEMM head (Gemm_Sigmoid_Gemm_*): the head's GEMM (the matmul family's `matmul`, at
+    the head's parameters) on the previous stage's output; its bias added by the elementwise kernel after it."""
+    found = _linear(traced, node)
+    x = meta(schema_args(node)["mat1" if op_name(node) == "addmm" else "self"])
+    if found is None or x is None or x.dim() != 2 or x.dtype != found[1].dtype:
+        return None
+    w_node, w, bias = found
+    what = f"linear -> {int(w.shape[0])}"
+    return _Stage(schema_args(node)["mat1" if op_name(node) == "addmm" else "self"], node, what, {node, w_node}, "",
+                  f"matmul({{x}}, {self_attr(w.name)}.t())", bias=bias)
+
+
+def _layernorm_stage(traced: Traced, node, live: set) -> _Stage | None:
+    """Layer norm over the trailing normalized_shape (nn.LayerNorm, F.layer_norm), with or without its weight and
+    bias: the layernorm family's kernel at its starter for the rows x cols (a missing weight read as ones, a missing
+    bias as zeros, each made at the call at x's trailing shape); its mean and rstd outputs dropped."""
+    from kernelsearch.families.layernorm.space import SPACE
+
+    a = schema_args(node)
+    outs = [u for u in node.users if op_name(u) == "getitem" and u.args[1] == 0]
+    if len(outs) != 1 or any(u in live for u in node.users if u is not outs[0]):
+        return None
+    x = meta(a["input"])
+    shape = a.get("normalized_shape")
+    if x is None or x.dtype not in FLOATS or not isinstance(shape, (list, tuple)) or not shape or \
+            len(shape) > x.dim() or tuple(x.shape[x.dim() - len(shape):]) != tuple(shape):
+        return None
+    nd, cols = len(shape), math.prod(shape)
+    affine = []
+    for k, fill_with in (("weight", "new_ones"), ("bias", "new_zeros")):
+        v = a.get(k)
+        if v is None:
+            affine.append(f"{{x}}.{fill_with}({{x}}.shape[{-len(shape)}:])")
+            continue
+        inp = traced.input_of(v) if isinstance(v, torch.fx.Node) else None
+        if inp is None or inp.kind != "param" or tuple(inp.shape) != tuple(shape):
+            return None
+        affine.append(self_attr(inp.name))
+    case = Case("problem", {"rows": x.numel() // max(cols, 1), "cols": cols}, str(x.dtype).removeprefix("torch."),
+                timed=True)
+    point = SPACE.default_for(case)
+    if SPACE.limits(point, case):   # a row past the registers' variant: the Welford sweep (any width)
+        point = {**point, "variant": "welford"}
+    call = f"{{layer_norm}}({{x}}, {affine[0]}, {affine[1]}, {float(a['eps'])!r}, n_dims={nd})"
+    what = f"layer norm over the last {nd} dim{'s' if nd > 1 else ''}"
+    return _Stage(a["input"], outs[0], what, {node, *node.users}, SPACE.template(point), call)
+
+
+def _stage(traced: Traced, node, live: set, claimed: set, gemm: bool) -> _Stage | None | bool:
     """The stage `node` starts, None where it cannot be one, False where it is no stage's (elementwise, a copy);
-    `claimed`: the nodes of the stages before it, which it does not read through, and to which it adds its own."""
+    `claimed`: the nodes of the stages before it, which it does not read through, and to which it adds its own;
+    `gemm`: the head is a GEMM (whose kernel a later linear layer runs too)."""
     name = op_name(node)
-    if name in ("native_group_norm", "native_batch_norm"):
+    if name in ("mm", "addmm"):
+        st = _linear_stage(traced, node) if gemm else None
+    elif name in ("native_group_norm", "native_batch_norm"):
         st = _norm_stage(traced, node)
     elif name in _POOL_OPS:
         st = _pool_stage(traced, node)
-    elif name in ("sum", "mean", "amax", "amin", "max", "min"):
+    elif name in ("sum", "mean", "amax", "amin", "max", "min", "logsumexp"):
         st = _reduce_stage(traced, node, live)
     elif name == "_softmax":
         st = _softmax_stage(node)
+    elif name == "native_layer_norm":
+        st = _layernorm_stage(traced, node, live)
     else:
         return False
     if st is None:
@@ -350,7 +424,8 @@ def match_chain(traced: Traced) -> Match | None:
     live = _live(traced)
     position = {n: i for i, n in enumerate(traced.ops)}
     claimed: set = set()
-    found = [(n, _stage(traced, n, live, claimed)) for n in traced.ops if position[n] > position[head]]
+    found = [(n, _stage(traced, n, live, claimed, gemm is not None)) for n in traced.ops
+             if position[n] > position[head]]
     if any(st is None for _, st in found):
         return None
     starts = [n for n, st in found if st is not False]
@@ -362,8 +437,16 @@ def match_chain(traced: Traced) -> Match | None:
         if n not in live and n not in owned and not (op_name(n) in _SIDE or (op_name(n) == "add_" and _buffer(
                 traced, n.args[0]))):
             return None
-    if any(n in live and n not in owned and position[n] < position[head] for n in traced.ops):
-        return None   # an op before the head feeds the chain
+    copies = {}   # copies of a forward argument made before the head (x.clone().detach() for a residual add)
+    for n in traced.ops:
+        if n in live and n not in owned and position[n] < position[head]:
+            inp = n
+            while isinstance(inp, torch.fx.Node) and inp in position and op_name(inp) in _PASS:
+                inp = inp.args[0]
+            arg = traced.input_of(inp) if isinstance(inp, torch.fx.Node) else None
+            if op_name(n) not in _PASS or arg is None or arg.kind != "tensor":
+                return None   # an op before the head feeds the chain
+            copies[n] = arg.name
     bounds = [position[n] for n in starts] + [len(traced.ops)]
     ends = [st.inp for st in stages] + [traced.output]
     helpers, lines, what, inits = [], [], [], []
@@ -371,7 +454,7 @@ def match_chain(traced: Traced) -> Match | None:
     lines.append(f"y0 = {conv[4] if conv is not None else gemm[2]}")
     # what a later elementwise run may read besides its own input: the stages' outputs and inputs (a residual add
     # across a stage, x - mean(x)); the GEMM's product lacks its bias and is not one of them
-    done = {head: "y0"} if bias is None else {}
+    done = {**copies, **({head: "y0"} if bias is None else {})}
     lo = position[head]
     for k, (hi, end) in enumerate(zip(bounds, ends)):
         seg = [n for n in traced.ops[lo + 1:hi] if n in live and n not in owned]
@@ -408,15 +491,17 @@ def match_chain(traced: Traced) -> Match | None:
         m = meta(st.out)
         if m is None or m.dtype not in FLOATS:
             return None
-        text, names = _renamed(_helper_text(st.text), f"_{len(helpers) + 1}")
-        helpers.append(text)
+        text, names = _renamed(_helper_text(st.text), f"_{len(helpers) + 1}") if st.text else ("", {})
+        if text:
+            helpers.append(text)
         new = f"y{len(lines)}"
         lines.append(f"{new} = {st.call.format(x=var, **names)}")
         if st.init:
             inits.append(st.init.format(**names))
         what.append(st.kind)
-        src, var, lo = st.out, new, bounds[k]
-        done[src] = var
+        src, var, lo, bias = st.out, new, bounds[k], st.bias
+        if bias is None:   # (a linear stage's product lacks its bias: not a value a later run reads)
+            done[src] = var
     lines.append(f"return {var}")
     helper = "\n\n\n".join(helpers)
     chain = ", then ".join(what)

@@ -240,7 +240,7 @@ def match_pointwise(traced: Traced, sources: dict | None = None, skip: frozenset
             names[inp.node] = f"s{len(numbers)}"
             numbers.append(inp.name)
         elif inp.kind in ("tensor", "param") and any(u not in skip for u in inp.node.users) and \
-                not all(op_name(u) == "unsqueeze" for u in inp.node.users):   # those read it as unsqueezed
+                not all(_read_as_view(u) for u in inp.node.users):   # those read it as unsqueezed (viewed)
             expr = inp.name if inp.kind == "tensor" else self_attr(inp.name)
             what = f"input {inp.name}" if inp.kind == "tensor" else f"the parameter {inp.name}"
             names[inp.node] = operand(expr, inp.shape, inp.dtype, what)
@@ -256,9 +256,9 @@ def match_pointwise(traced: Traced, sources: dict | None = None, skip: frozenset
                 raise NotPointwise(f"{name} reads {src.name}, which is not an input or an elementwise result")
             names[node] = names[src] if isinstance(src, torch.fx.Node) else _v(src)
             continue
-        view = _unsqueezed(traced, node) if name == "unsqueeze" else None
+        view = _unsqueezed(traced, node) if _read_as_view(node) else None
         if view is not None:   # an input unsqueezed to broadcast: read as that (a chain is read at its end)
-            if not all(op_name(u) == "unsqueeze" for u in node.users):
+            if not all(_read_as_view(u) for u in node.users):
                 m = meta(node)
                 names[node] = operand(view[0], tuple(m.shape), m.dtype, f"{view[1].name} unsqueezed")
             continue
@@ -301,18 +301,41 @@ def match_pointwise(traced: Traced, sources: dict | None = None, skip: frozenset
     return PointwiseGraph(operands, numbers, lines, result, shape, out.dtype, ops)
 
 
+def _ones_view(node) -> bool:
+    """A view (view, reshape) that only adds or drops dims of size 1: `self.bias.view(1, -1, 1, 1, 1)`."""
+    if op_name(node) not in ("view", "_unsafe_view", "reshape") or not node.args or \
+            not isinstance(node.args[0], torch.fx.Node):
+        return False
+    m, s = meta(node), meta(node.args[0])
+    return m is not None and s is not None and tuple(m.shape) != tuple(s.shape) and \
+        [d for d in m.shape if d != 1] == [d for d in s.shape if d != 1]
+
+
+def _read_as_view(node) -> bool:
+    return op_name(node) == "unsqueeze" or _ones_view(node)
+
+
 def _unsqueezed(traced: Traced, node):
-    """(host expression, Input) of an input (a tensor or a parameter) unsqueezed once or more, or None."""
+    """(host expression, Input) of an input (a tensor or a parameter) unsqueezed once or more (or viewed with dims of
+    1 added or dropped), or None."""
     src = node.args[0] if node.args else None
     if not isinstance(src, torch.fx.Node):
         return None
-    if op_name(src) == "unsqueeze":
+    if _read_as_view(src):
         inner = _unsqueezed(traced, src)
     else:
         inp = traced.input_of(src)
         inner = None if inp is None or inp.kind not in ("tensor", "param") else \
             (inp.name if inp.kind == "tensor" else self_attr(inp.name), inp)
-    return None if inner is None else (f"{inner[0]}.unsqueeze({node.args[1]})", inner[1])
+    if inner is None:
+        return None
+    if op_name(node) == "unsqueeze":
+        return f"{inner[0]}.unsqueeze({node.args[1]})", inner[1]
+    shape = [int(d) for d in meta(node).shape]
+    big = [i for i, d in enumerate(shape) if d != 1]
+    if len(big) == 1:   # the one dim that is not 1 read as -1: the view holds at any size of the input
+        shape[big[0]] = -1
+    return f"{inner[0]}.view({', '.join(map(str, shape))})", inner[1]
 
 
 def self_attr(name: str) -> str:

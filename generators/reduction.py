@@ -1,8 +1,10 @@
-"""A generated kernel family: a reduction of one dim (sum, mean, max, min: their values) that is no family's.
+"""A generated kernel family: a reduction of one dim (sum, mean, max, min: their values; logsumexp) that is no
+family's.
 
 The input is read as (outer, R, inner): each program reduces a BLOCK_R x BLOCK_I tile at a time along R for BLOCK_I
 neighbouring inner positions (contiguous in memory, so the loads coalesce however the dim lies), in fp32, and
-writes BLOCK_I results. Bytes: one read of x, one write of the result. The space: the tile (BLOCK_R, BLOCK_I) and
+writes BLOCK_I results (logsumexp: a running maximum and a sum of exp(x - maximum) per column, rescaled as the
+maximum grows, one sweep). Bytes: one read of x, one write of the result. The space: the tile (BLOCK_R, BLOCK_I) and
 num_warps; a reduction of the last dim (inner = 1) starts from one column and long rows.
 """
 from __future__ import annotations
@@ -12,14 +14,7 @@ import math
 from kernelsearch.families.space import Move, SearchSpace, fill
 from kernelsearch.judge.problem import Case
 
-_TEMPLATE = '''import math
-
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
+_KERNEL = '''@triton.jit
 def _reduce_kernel(x_ptr, y_ptr, R, I, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):
     # $WHAT: x read as (outer, R, inner); a BLOCK_R x BLOCK_I tile slides along R, reduced in fp32
     o = tl.program_id(0)
@@ -34,6 +29,43 @@ def _reduce_kernel(x_ptr, y_ptr, R, I, BLOCK_R: tl.constexpr, BLOCK_I: tl.conste
         acc = $COMBINE
     res = $REDUCE
     tl.store(y_ptr + tl.cast(o, tl.int64) * I + i, res.to(y_ptr.dtype.element_ty), mask=imask)
+'''
+
+# logsumexp: one sweep along R keeping each column's running maximum and its sum of exp(x - maximum), the sum
+# rescaled when the maximum grows (the online softmax's recurrence); never exp(x) alone (it overflows past 88 in
+# fp32). An infinite maximum (a column all -inf so far, or holding +inf) shifts by 0, as torch's logsumexp does: no
+# inf - inf, and the result is -inf / inf as torch's.
+_LSE_KERNEL = '''@triton.jit
+def _reduce_kernel(x_ptr, y_ptr, R, I, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):
+    # $WHAT: x read as (outer, R, inner); a BLOCK_R x BLOCK_I tile slides along R; per column a running maximum and
+    # the sum of exp(x - maximum), in fp32; the result log(sum) + maximum
+    o = tl.program_id(0)
+    i = tl.program_id(1) * BLOCK_I + tl.arange(0, BLOCK_I)
+    imask = i < I
+    base = x_ptr + tl.cast(o, tl.int64) * R * I
+    top = tl.full([BLOCK_I], float("-inf"), tl.float32)
+    acc = tl.zeros([BLOCK_I], tl.float32)
+    for r0 in range(0, R, BLOCK_R):
+        r = r0 + tl.arange(0, BLOCK_R)
+        m = (r[:, None] < R) & imask[None, :]
+        v = tl.load(base + r[:, None] * I + i[None, :], mask=m, other=float("-inf")).to(tl.float32)
+        new = tl.maximum(top, tl.max(v, axis=0))
+        shift = tl.where(tl.abs(new) == float("inf"), 0.0, new)
+        acc = acc * tl.exp(top - shift) + tl.sum(tl.exp(v - shift[None, :]), axis=0)
+        top = new
+    shift = tl.where(tl.abs(top) == float("inf"), 0.0, top)
+    res = tl.log(acc) + shift
+    tl.store(y_ptr + tl.cast(o, tl.int64) * I + i, res.to(y_ptr.dtype.element_ty), mask=imask)
+'''
+
+_TEMPLATE = '''import math
+
+import torch
+import triton
+import triton.language as tl
+
+
+$KERNEL
 
 
 def reduce_dim(x: torch.Tensor) -> torch.Tensor:
@@ -63,6 +95,7 @@ _OPS = {   # op -> (initial value, combine, final reduction over the tile's rows
     "mean": ("0.0", "acc + v", "tl.sum(acc, axis=0) / R"),
     "max": ('float("-inf")', "tl.maximum(acc, v)", "tl.max(acc, axis=0)"),
     "min": ('float("inf")', "tl.minimum(acc, v)", "tl.min(acc, axis=0)"),
+    "logsumexp": None,   # its own kernel (_LSE_KERNEL)
 }
 
 PARAMS = {"BLOCK_R": [1, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048],
@@ -74,10 +107,14 @@ def reduction_space(op: str, dim: int, keepdim: bool, inner: int, x_name: str, f
                     what: str) -> SearchSpace:
     """The space of one reduction: `op` over `dim` of forward's `x_name`; `inner` (the elements after dim) picks the
     starting tile."""
-    start, combine, final = _OPS[op]
+    if op not in _OPS:
+        raise ValueError(f"no reduction {op!r}")
+    start, combine, final = _OPS[op] or ("", "", "")
+    kernel = _LSE_KERNEL if op == "logsumexp" else _KERNEL
 
     def template(p: dict) -> str:
-        return fill(_TEMPLATE, {"WHAT": what, "INIT": start, "COMBINE": combine, "REDUCE": final, "DIM": dim,
+        return fill(_TEMPLATE, {"KERNEL": kernel, "WHAT": what, "INIT": start, "COMBINE": combine, "REDUCE": final,
+                                "DIM": dim,
                                 "KEPT": "(1,)" if keepdim else "()", "BLOCK_R": p["BLOCK_R"],
                                 "BLOCK_I": p["BLOCK_I"], "num_warps": p["num_warps"], "INIT_SOURCE": init,
                                 "FORWARD": forward, "X": x_name})

@@ -17,12 +17,15 @@ each a stage of the candidate's forward:
   nn.XxxPoolNd call's where it has one (else the traced values); a reduction: generators/reduction.py's kernel, the
   reduced dims flattened into one, at its default tile (logsumexp: its running maximum and sum of exp(x - maximum),
   any length, -inf / inf as torch's); softmax: the softmax family's kernel at its starter for the shape (the dim
-  moved last where it is not); layer norm over the trailing normalized_shape: the layernorm family's kernel at its
+  moved last where it is not; over trailing dims viewed as one and viewed back: over the flattened dims); layer norm
+  over the trailing normalized_shape: the layernorm family's kernel at its
   starter for the rows x cols (its Welford sweep where a row is past the registers' variant; no weight / bias: ones
   / zeros made at the call). A stage is read through the unsqueezes and squeezes around it (views in its call: 1-D
   pooling of a GEMM's rows);
 - a later linear layer (x @ W.t() of a parameter W) after a GEMM head: the head's `matmul` at the head's parameters,
-  its bias added by the elementwise kernel after it.
+  its bias added by the elementwise kernel after it;
+- a pooling of a forward argument that the convolution reads (ConvTranspose3d_AvgPool_*): the pooling kernel first,
+  the convolution on its output.
 Only the head's parameters are searched; the stages stay at their starters. Batch norm of a GEMM's (N, C) output
 reads each channel with a stride of C (matched_batchnorm.py's kernel, made for N x C x H x W): correct, not fast.
 Every stage's output makes one round trip through memory. An elementwise run may read, besides its input, any earlier
@@ -38,6 +41,7 @@ import ast
 import math
 import re
 from dataclasses import dataclass, replace
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -264,8 +268,30 @@ def _reduce_stage(traced: Traced, node, live: set) -> _Stage | None:
     return _Stage(a["self"], out, what, owned, space.render(space.default), call)
 
 
-def _softmax_stage(node) -> _Stage | None:
-    """Softmax along one dim: the softmax family's kernel at its starter for the rows x cols (the dim moved last)."""
+def _flattened(node, live: set):
+    """(its input, k, the view back) where `node` is a view of x merging x's dims k.. into its last, read only by a
+    softmax along that last dim whose one live user views it back to x's shape (Conv3d_*_Softmax over the
+    flattened spatial dims: x.view(n, c, -1).softmax(-1).view(n, c, d, h, w)); else None."""
+    if op_name(node) not in ("view", "_unsafe_view", "reshape") or len(node.users) != 1 or \
+            not isinstance(node.args[0], torch.fx.Node):
+        return None
+    x, v = meta(node.args[0]), meta(node)
+    if x is None or v is None or not 1 <= v.dim() - 1 < x.dim() - 1:
+        return None
+    k = v.dim() - 1
+    if tuple(v.shape) != (*x.shape[:k], math.prod(x.shape[k:])):
+        return None
+    soft = next(iter(node.users))
+    back = [u for u in soft.users if u in live]
+    if len(back) != 1 or op_name(back[0]) not in ("view", "_unsafe_view", "reshape") or meta(back[0]) is None or \
+            tuple(meta(back[0]).shape) != tuple(x.shape):
+        return None
+    return node.args[0], k, back[0]
+
+
+def _softmax_stage(node, live: set) -> _Stage | None:
+    """Softmax along one dim: the softmax family's kernel at its starter for the rows x cols (the dim moved last);
+    a softmax over trailing dims flattened into one and viewed back (_flattened) is one along the flattened dims."""
     from kernelsearch.families.softmax.space import SPACE
 
     a = schema_args(node)
@@ -276,8 +302,14 @@ def _softmax_stage(node) -> _Stage | None:
     cols = int(x.shape[d])
     case = Case("problem", {"rows": x.numel() // max(cols, 1), "cols": cols}, str(x.dtype).removeprefix("torch."),
                 timed=True)
+    text = SPACE.template(SPACE.default_for(case))
+    flat = _flattened(a["self"], live) if isinstance(a["self"], torch.fx.Node) and d == x.dim() - 1 else None
+    if flat is not None:
+        src, k, back = flat
+        what = f"softmax over dims {k}-{meta(src).dim() - 1} (flattened)"
+        return _Stage(src, back, what, {a["self"], node, back}, text, f"{{softmax}}({{x}}.flatten({k})).view_as({{x}})")
     call = "{softmax}({x})" if d == x.dim() - 1 else f"{{softmax}}({{x}}.movedim({d}, -1)).movedim(-1, {d})"
-    return _Stage(a["self"], node, f"softmax over dim {d}", {node}, SPACE.template(SPACE.default_for(case)), call)
+    return _Stage(a["self"], node, f"softmax over dim {d}", {node}, text, call)
 
 
 def _linear_stage(traced: Traced, node) -> _Stage | None:
@@ -343,7 +375,7 @@ def _stage(traced: Traced, node, live: set, claimed: set, gemm: bool) -> _Stage 
     elif name in ("sum", "mean", "amax", "amin", "max", "min", "logsumexp"):
         st = _reduce_stage(traced, node, live)
     elif name == "_softmax":
-        st = _softmax_stage(node)
+        st = _softmax_stage(node, live)
     elif name == "native_layer_norm":
         st = _layernorm_stage(traced, node, live)
     else:
@@ -414,14 +446,39 @@ def _renamed(text: str, suffix: str) -> tuple[str, dict]:
     return pattern.sub(lambda m: m.group(1) + suffix, text), {n: n + suffix for n in names}
 
 
+def _pooled_input(traced: Traced, live: set) -> _Stage | None:
+    """A pooling of a forward argument that the graph's one convolution reads (ConvTranspose3d_AvgPool_*'s pooling
+    before the convolution), as a stage whose output the convolution reads as `pre0`; None where there is none."""
+    convs = [n for n in traced.ops if op_name(n) == "convolution"]
+    if len(convs) != 1:
+        return None
+    src = schema_args(convs[0])["input"]
+    if not isinstance(src, torch.fx.Node):
+        return None
+    pool = src.args[0] if op_name(src) == "getitem" and isinstance(src.args[0], torch.fx.Node) else src
+    if op_name(pool) not in _POOL_OPS or traced.input_of(pool) is not None:
+        return None
+    st = _pool_stage(traced, pool)
+    x = traced.input_of(st.inp) if st is not None and isinstance(st.inp, torch.fx.Node) else None
+    if st is None or st.out is not src or x is None or x.kind != "tensor" or \
+            any(u in live for u in src.users if u is not convs[0]):
+        return None
+    return st
+
+
 def match_chain(traced: Traced) -> Match | None:
     """A conv or GEMM head, then elementwise runs and other stages, as one `Match`; None where the graph is not."""
+    live = _live(traced)
     conv = conv_head(traced)
+    pre = None if conv is not None else _pooled_input(traced, live)
+    if pre is not None:   # the convolution reads a pooling of a forward argument: `pre0`, computed first
+        m = meta(pre.out)
+        conv = conv_head(traced, {pre.out: SimpleNamespace(kind="tensor", name="pre0", shape=tuple(m.shape),
+                                                           dtype=m.dtype)})
     gemm = None if conv is not None else _gemm_head(traced)
     if conv is None and gemm is None:
         return None
     head = conv[0] if conv is not None else gemm[0]
-    live = _live(traced)
     position = {n: i for i, n in enumerate(traced.ops)}
     claimed: set = set()
     found = [(n, _stage(traced, n, live, claimed, gemm is not None)) for n in traced.ops
@@ -432,7 +489,8 @@ def match_chain(traced: Traced) -> Match | None:
     stages = [st for _, st in found if st is not False]
     if not stages:
         return None
-    owned = set().union(*(st.owned for st in stages)) | {head} | (gemm[5] if gemm is not None else set())
+    owned = set().union(*(st.owned for st in stages)) | {head} | (gemm[5] if gemm is not None else set()) | \
+        (pre.owned if pre is not None else set())
     for n in traced.ops:   # off the output's path: copies and the buffers' `num_batches_tracked += 1` only
         if n not in live and n not in owned and not (op_name(n) in _SIDE or (op_name(n) == "add_" and _buffer(
                 traced, n.args[0]))):
@@ -451,6 +509,12 @@ def match_chain(traced: Traced) -> Match | None:
     ends = [st.inp for st in stages] + [traced.output]
     helpers, lines, what, inits = [], [], [], []
     src, var, bias = head, "y0", (gemm[1] if gemm is not None else None)
+    if pre is not None:
+        text, names = _renamed(_helper_text(pre.text), "_1")
+        helpers.append(text)
+        lines.append(f"pre0 = {pre.call.format(x=traced.input_of(pre.inp).name, **names)}")
+        if pre.init:
+            inits.append(pre.init.format(**names))
     lines.append(f"y0 = {conv[4] if conv is not None else gemm[2]}")
     # what a later elementwise run may read besides its own input: the stages' outputs and inputs (a residual add
     # across a stage, x - mean(x)); the GEMM's product lacks its bias and is not one of them
@@ -509,6 +573,8 @@ def match_chain(traced: Traced) -> Match | None:
         _, cv, init, forward, _ = conv
         init = "\n".join([init] + [f"        {line}" for line in inits])
         summary = f"{cv.describe()}, then {chain} (the generated convolution, then one generated kernel a stage)"
+        if pre is not None:
+            summary = f"{pre.kind} of {traced.input_of(pre.inp).name}, then {summary}"
         return Match("conv_chain", summary, conv_space(cv, init, forward, "\n".join(lines), helper=helper))
     summary = f"{gemm[3]}, then {chain} (the matmul family's GEMM, then one generated kernel a stage)"
     if inits:   # the stages' constructor lines after the reference's

@@ -45,15 +45,19 @@ def _module_of(traced: Traced, weight_name: str) -> str | None:
     return attr if re.search(ctor, src) else None
 
 
-def conv_head(traced: Traced):
+def conv_head(traced: Traced, computed: dict | None = None):
     """The graph's one convolution of a forward argument by a parameter weight, as (node, Conv, the candidate's
-    constructor, forward's parameters, the host call computing it); None where the graph has none or several."""
+    constructor, forward's parameters, the host call computing it); None where the graph has none or several.
+    `computed`: nodes computed before the convolution by the caller's kernels, each standing for a forward argument
+    (an object with its kind "tensor", host variable name, shape and dtype), so the convolution may read one."""
     convs = [n for n in traced.ops if op_name(n) == "convolution"]
     if len(convs) != 1:
         return None
     node = convs[0]
     a = schema_args(node)
     x = traced.input_of(a["input"]) if isinstance(a["input"], torch.fx.Node) else None
+    if x is None and computed and a["input"] in computed:
+        x = computed[a["input"]]
     w = traced.input_of(a["weight"]) if isinstance(a["weight"], torch.fx.Node) else None
     bias_node = a.get("bias")
     b = traced.input_of(bias_node) if isinstance(bias_node, torch.fx.Node) else None

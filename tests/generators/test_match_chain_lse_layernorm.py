@@ -2,7 +2,9 @@
 Gemm_LogSumExp_*, Conv3d_Max_LogSumExp_ReLU, Matmul_Sum_Max_AvgPool_LogSumExp_LogSumExp, ConvTranspose3d_LayerNorm_*):
 the logsumexp is generators/reduction.py's kernel (a running maximum and a sum of exp(x - maximum) per column), the
 layer norm the layernorm family's; each chain agrees with torch on the interpreter, the judge passes one and fails a
-logsumexp without its max shift (exp overflows), and graphs just outside the pattern are not matched."""
+logsumexp without its max shift (exp overflows), and graphs just outside the pattern are not matched. Also the
+other level-2 shapes matched with them: a second linear layer, a copy of the input made before the head, a parameter
+viewed with dims of 1, a pooling of the input before the convolution, a softmax over flattened dims."""
 from __future__ import annotations
 
 import pytest
@@ -225,3 +227,30 @@ def test_a_parameter_viewed_with_dims_of_one_is_read_by_the_elementwise_kernel(t
     reshaped = _conv(tmp_path, "conv_sub_reshaped", "        return torch.relu(torch.softmax(self.conv(x), dim=1) - "
                      "self.sub.view(5, 6))", extra="        self.sub = nn.Parameter(torch.randn(30))\n")
     assert match_chain(trace_problem(reshaped)) is None
+
+
+def test_pooling_before_the_convolution_and_a_softmax_over_flattened_dims(tmp_path):
+    """ConvTranspose3d_AvgPool_Clamp_Softmax_Multiply's shape (in 2-D): nn.AvgPool2d of the input read by the
+    convolution (the pooling kernel first, its size the constructor's), then a softmax over the spatial dims flattened
+    into one and viewed back; the softmax over the last dim alone fails; a pooling of a computed value before the
+    convolution is not matched."""
+    body = (_INIT + "        self.pool = nn.AvgPool2d(2)\n        self.conv = nn.Conv2d(3, 8, 3)\n"
+            "        self.scale = nn.Parameter(torch.ones(1, 8, 1, 1))\n    def forward(self, x):\n"
+            "        y = torch.clamp(self.conv(self.pool(x)), 0.0, 1.0)\n        n, c, h, w = y.shape\n"
+            "        y = torch.softmax(y.view(n, c, -1), dim=2).view(n, c, h, w)\n        return y * self.scale")
+    problem = _problem(tmp_path, "pool_conv_softmax_flat", body, "[torch.randn(batch, 3, 10, 12)]",
+                       sizes="batch = 2")
+    m = match_problem(problem)
+    assert m.summary.startswith("avg pooling of x, then convolution 2-D of 2x3x5x6 float32")
+    assert m.summary.endswith("then elementwise clamp, then softmax over dims 2-3 (flattened), then elementwise mul "
+                              "(the generated convolution, then one generated kernel a stage)")
+    code = m.space.render(m.space.default)
+    assert "pre0 = pool_1(x, self._pool_1)" in code and "y0 = conv(pre0, " in code
+    assert "y3 = softmax_3(y2.flatten(2)).view_as(y2)" in code
+    _agrees(problem, code, case=_case(problem), perturb=True)
+    with pytest.raises(AssertionError):
+        _agrees(problem, code.replace("softmax_3(y2.flatten(2))", "softmax_3(y2.flatten(3))"), case=_case(problem),
+                perturb=True)
+    computed = _problem(tmp_path, "relu_pool_conv", body.replace("self.pool(x)", "self.pool(torch.relu(x))"),
+                        "[torch.randn(batch, 3, 10, 12)]", sizes="batch = 2")
+    assert match_chain(trace_problem(computed)) is None

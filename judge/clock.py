@@ -156,20 +156,20 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
         out_bytes = _nbytes(ref(*probe))
     stage_s = detail.setdefault("stage_s", {})
     ref_cached = 0
-    if cuda:
-        # Each reference's first call, here under a shared lease and not inside the `timing` lease below, where every
-        # other evaluation's timing stage waits: torch.compile compiles on it (seconds, less from Inductor's cache),
-        # eager sets up its libraries' handles. The memory it leaves cached in the runners (trusted: reference code)
-        # is counted as free when the batches are sized, since their slots are allocated from it first.
-        t_warm = time.perf_counter()
-        with lease("shared"):
-            for name, r in sides.items():
-                if name != "candidate":
-                    talk.put(r, 0, probe, "timing")
-                    talk.ask(r, {"op": "batch", "slots": [0], "n": 1}, "the reference's first call", "timing")
-                    reply, _ = talk.ask(r, {"op": "release"}, "releasing the first call's memory", "timing")
-                    ref_cached += max(0, int(reply.get("cached") or 0))
-        stage_s["timing_ref_warm"] = round(time.perf_counter() - t_warm, 3)
+    # Each reference's first call, here under a shared lease and not inside the `timing` lease below, where every
+    # other evaluation's timing stage waits: torch.compile compiles on it (seconds, less from Inductor's cache), eager
+    # sets up its libraries' handles. The memory it leaves cached in the runners (trusted: reference code) is counted
+    # as free when the batches are sized, since their slots are allocated from it first. (The same steps on the CPU,
+    # where they cost a reference call, so that one path is tested everywhere.)
+    t_warm = time.perf_counter()
+    with lease("shared"):
+        for name, r in sides.items():
+            if name != "candidate":
+                talk.put(r, 0, probe, "timing")
+                talk.ask(r, {"op": "batch", "slots": [0], "n": 1}, "the reference's first call", "timing")
+                reply, _ = talk.ask(r, {"op": "release"}, "releasing the first call's memory", "timing")
+                ref_cached += max(0, int(reply.get("cached") or 0))
+    stage_s["timing_ref_warm"] = round(time.perf_counter() - t_warm, 3)
     del probe
     # One timing stage's batches on a device at a time, from sizing them to the memory it finds free until they are
     # freed (`timing`, sandbox/admission.py): two stages sizing at once each counted the other's share as free

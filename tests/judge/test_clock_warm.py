@@ -1,0 +1,52 @@
+"""The timing stage's order (judge/clock.py): each reference runner's first call, and its release, come under a
+shared lease before the `timing` lease is asked for, so torch.compile's compile (on a GPU) never holds the device's
+one timing slot; the evaluation is still ok and times the kernel."""
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from kernelsearch.families import load_problem
+from kernelsearch.judge import client
+from kernelsearch.judge.harness import evaluate
+from kernelsearch.judge.settings import EvalSettings
+
+ROUND3 = Path(__file__).parents[1] / "fixtures" / "cheats" / "round3"
+
+
+def test_the_references_first_call_comes_before_the_timing_lease():
+    log: list[tuple] = []
+    held: list[str] = []
+
+    @contextlib.contextmanager
+    def lease(kind: str):
+        held.append(kind)
+        log.append(("lease", kind))
+        try:
+            yield
+        finally:
+            held.pop()
+
+    def spawn(role: str):
+        r = client.spawn_local(role)
+        ask = r.request
+
+        def request(header, buffers=None):
+            log.append((role, header.get("op"), header.get("n"), tuple(held)))
+            return ask(header, buffers)
+
+        r.request = request
+        return r
+
+    problem = load_problem(str(ROUND3 / "softmax_randn.py"))
+    source = (ROUND3 / "honest_softmax.py").read_text()
+    r = evaluate(problem, source, EvalSettings(trials=1, timing_iters=3), mode="cpu", spawn=spawn, lease=lease)
+    assert r.status.value == "ok", r.reason
+    assert r.time_ms and r.time_ms > 0 and "timing_ref_warm" in r.detail["stage_s"]
+    timing_lease = log.index(("lease", "timing"))
+    released = [i for i, e in enumerate(log) if e[:2] == ("reference", "release")]
+    first_calls = [i for i, e in enumerate(log) if e[:3] == ("reference", "batch", 1)]
+    assert released and first_calls and max(released) < timing_lease
+    assert all(log[i][3] == ("shared",) for i in first_calls + released)
+    # the timed batches, after it, under the timing lease
+    assert any(e[0] == "reference" and e[1] == "batch" and "timing" in e[3] for e in log[timing_lease:])

@@ -23,7 +23,6 @@ import dataclasses
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -164,20 +163,9 @@ def prebuild(chosen: list[dict], tmp: Path, ext_dir: Path) -> None:
 
 
 def time_ms(fn, reps: int, warmup: int) -> float:
-    import torch
+    from kernelsearch.judge.roofline import events_ms  # the one copy of a CUDA-event median
 
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
+    return events_ms(fn, reps=reps, warmup=warmup)
 
 
 def main() -> None:

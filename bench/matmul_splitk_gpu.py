@@ -12,7 +12,6 @@ S), S = |y| for torch.rand inputs; <= 1 passes), and GB/s or TFLOP/s.
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -60,18 +59,9 @@ def log(line: str) -> None:
 
 
 def timed(fn, warmup: int = 3, iters: int = 10) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
+    from kernelsearch.judge.roofline import events_ms  # the one copy of a CUDA-event median
+
+    return events_ms(fn, reps=iters, warmup=warmup)
 
 
 def main(argv: list[str]) -> None:

@@ -34,6 +34,8 @@ before the head (x.clone().detach() for a residual add), not a value inside an e
 elementwise ops is matched_conv's or match.py's (one epilogue kernel). Two heads side by side (a stage reading
 anything but the chain), a linear layer after a convolution, or dropout (random in training mode, as the judge runs
 the reference) are not matched here.
+This module runs to about 600 lines because each kind of stage is read from the graph and written as host code in
+one place (its reader beside its writer); split by stage, the graph walk that orders them would be spread over files.
 """
 from __future__ import annotations
 

@@ -21,6 +21,9 @@ says what was found. In order:
   ops, gets the generated convolution family (conv.py, matched_conv.py);
 - a convolution or a linear layer, then elementwise ops and group / batch / instance norms (level 2's chains), gets
   the head's space with one generated kernel a stage after it (matched_chain.py);
+- scaled dot-product attention (sdpa, or q k^T * scale, softmax, @ v), causal or not, at any head size and sequence
+  lengths: the flash_attention family where it fits, else a generated flash kernel over head-dim slices
+  (matched_attention.py);
 - anything else raises `Unmatched`, one line naming the ops found and saying to use an LLM provider.
 The `Match` returned, `Unmatched` and the adapter around a family's template are generators/common.py's, which
 every matcher imports (never this module, which imports them all).
@@ -45,6 +48,7 @@ from kernelsearch.generators.common import (
 )
 from kernelsearch.generators.cumulative import match_cumulative
 from kernelsearch.generators.losses import match_loss
+from kernelsearch.generators.matched_attention import match_attention
 from kernelsearch.generators.matched_batchnorm import match_batch_norm
 from kernelsearch.generators.matched_chain import match_chain
 from kernelsearch.generators.matched_conv import match_conv
@@ -420,7 +424,7 @@ def _reduce_other(traced: Traced) -> Match | None:
 
 _FAMILY_MATCHERS = (_softmax, _sum, _matmul, _matvec, _layernorm, _cross_entropy, _rmsnorm, _gemm_epilogue,
                     _reduce_other, match_extra, match_pooling, match_loss, match_cumulative, match_triangular,
-                    match_flattened_product, match_batch_norm, match_triplet, match_conv, match_chain)
+                    match_flattened_product, match_batch_norm, match_triplet, match_conv, match_chain, match_attention)
 
 
 def _rows_case(x, cols: int) -> Case:

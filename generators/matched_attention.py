@@ -8,11 +8,14 @@ Two routes:
   causal), as for the family's own problem;
 - otherwise (a head dim over 256 as KernelBench's 97: (32, 32, 512, 1024) fp32; Lq != Lk; an explicit scale; 3-D
   inputs; Dv != D) a generated flash-style kernel whose program owns BLOCK_M query rows and BLOCK_D columns of the
-  output: per block of BLOCK_N keys it computes the scores over the whole head dim in BLOCK_K chunks (fp32
-  accumulation), keeps a running max and sum (online softmax, the max subtracted before the scale so a row's
-  largest score weighs exactly 1), and accumulates P @ V for its BLOCK_D columns only. The scores are never
-  stored; the price is that each of the Dv / BLOCK_D column programs of a query block recomputes q k^T, so the
-  work is (Dv / BLOCK_D + 1) / 2 times attention's 4 B H Lq Lk D flops (2.5x at 97 with BLOCK_D 256).
+  output: per block of BLOCK_N keys it takes the scores over the whole head dim, keeps a running max and sum
+  (online softmax, the max subtracted before the scale so a row's largest score weighs exactly 1) and accumulates
+  P @ V for its BLOCK_D columns only (fp32 accumulation). Where Dv needs several column slices, each would
+  recompute q k^T ((slices + 1) / 2 times attention's 4 B H Lq Lk D flops: 2.5x at 97 with BLOCK_D 256), so by
+  default (`scores`) a batched-GEMM kernel computes the raw scores once (fp32, B H Lq Lk x 4 bytes: 1.07 GB at 97;
+  tiles wholly above a causal diagonal skipped) and the slices read them (from L2 mostly: a query block's slices
+  are neighbours in the grid); past 4 GiB of scores, or `scores` off, each slice computes its own in BLOCK_K
+  chunks.
 fp32 products run 3xTF32 (`input_precision="tf32x3"`, the matmul family's fp32 rule: as accurate as an fp32 sum
 for reductions up to 16384 terms, matmul NOTES.md) where D and Lk are both at most 16384, else "ieee"; a move
 switches. Plain TF32 is not in the space (its 10-bit mantissa puts errors of 1e-3 into scores of size 10).
@@ -36,16 +39,47 @@ TF32X3_MAX_K = 16384   # the matmul family's bound for one 3xTF32 accumulator (f
 
 _KERNEL = '''
 LOG2E = 1.4426950408889634
+SCORES_MAX_BYTES = 1 << 32
 
 
 @triton.jit
-def _attn_dslice_kernel(q_ptr, k_ptr, v_ptr, o_ptr, Lq, Lk, D, DV, qk_scale,
-                        s_qb, s_qm, s_kb, s_kn, s_vb, s_vn, s_ob, s_om,
-                        CAUSAL: tl.constexpr, NEGATE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                        BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, PRECISION: tl.constexpr,
-                        K_STAGES: tl.constexpr):
+def _attn_scores_kernel(q_ptr, k_ptr, s_ptr, Lq, Lk, D, s_qb, s_qm, s_kb, s_kn, s_sb, s_sm,
+                        CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                        PRECISION: tl.constexpr, K_STAGES: tl.constexpr):
+    # The raw scores q k^T (unscaled, fp32) of one BLOCK_M x BLOCK_N tile of one (batch, head), summed over the
+    # whole head dim. Under the causal mask a tile wholly above the diagonal is never read: skipped.
+    pid_n = tl.program_id(0)
+    pid_m = tl.program_id(1)
+    bh = tl.program_id(2).to(tl.int64)
+    if CAUSAL and pid_n * BLOCK_N > pid_m * BLOCK_M + BLOCK_M - 1:
+        return
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k0 = tl.arange(0, BLOCK_K)
+    m_mask = offs_m < Lq
+    n_mask = offs_n < Lk
+    q_rows = q_ptr + bh * s_qb + offs_m[:, None].to(tl.int64) * s_qm
+    k_rows = k_ptr + bh * s_kb + offs_n[:, None].to(tl.int64) * s_kn
+    qk = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    for start_k in tl.range(0, D, BLOCK_K, num_stages=K_STAGES):
+        offs_k = start_k + offs_k0
+        k_mask = offs_k < D
+        q = tl.load(q_rows + offs_k[None, :], mask=m_mask[:, None] & k_mask[None, :], other=0.0)
+        k = tl.load(k_rows + offs_k[None, :], mask=n_mask[:, None] & k_mask[None, :], other=0.0)
+        qk = tl.dot(q, tl.trans(k), qk, input_precision=PRECISION)
+    s_ptrs = s_ptr + bh * s_sb + offs_m[:, None].to(tl.int64) * s_sm + offs_n[None, :]
+    tl.store(s_ptrs, qk, mask=m_mask[:, None] & n_mask[None, :])
+
+
+@triton.jit
+def _attn_dslice_kernel(q_ptr, k_ptr, v_ptr, o_ptr, s_ptr, Lq, Lk, D, DV, qk_scale,
+                        s_qb, s_qm, s_kb, s_kn, s_vb, s_vn, s_ob, s_om, s_sb, s_sm,
+                        CAUSAL: tl.constexpr, NEGATE: tl.constexpr, SCORES: tl.constexpr, BLOCK_M: tl.constexpr,
+                        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr,
+                        PRECISION: tl.constexpr, K_STAGES: tl.constexpr):
     # One program: BLOCK_M query rows x BLOCK_D output columns of one (batch, head). The column programs of a query
-    # block are neighbours in the grid (axis 0), so the q and k chunks they all read come from L2.
+    # block are neighbours in the grid (axis 0), so the q and k chunks (or the stored scores) they all read come
+    # from L2. SCORES: the raw scores are read from s_ptr (_attn_scores_kernel's) instead of computed here.
     pid_d = tl.program_id(0)
     pid_m = tl.program_id(1)
     bh = tl.program_id(2).to(tl.int64)
@@ -56,6 +90,7 @@ def _attn_dslice_kernel(q_ptr, k_ptr, v_ptr, o_ptr, Lq, Lk, D, DV, qk_scale,
     m_mask = offs_m < Lq
     d_mask = offs_d < DV
     q_rows = q_ptr + bh * s_qb + offs_m[:, None].to(tl.int64) * s_qm
+    s_rows = s_ptr + bh * s_sb + offs_m[:, None].to(tl.int64) * s_sm
     k_base = k_ptr + bh * s_kb
     v_base = v_ptr + bh * s_vb
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
@@ -67,15 +102,18 @@ def _attn_dslice_kernel(q_ptr, k_ptr, v_ptr, o_ptr, Lq, Lk, D, DV, qk_scale,
     for start_n in tl.range(0, hi, BLOCK_N):
         offs_n = start_n + offs_n0
         n_mask = offs_n < Lk
-        k_rows = k_base + offs_n[:, None].to(tl.int64) * s_kn
-        # the scores over the whole head dim, BLOCK_K at a time, summed in fp32
-        qk = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-        for start_k in tl.range(0, D, BLOCK_K, num_stages=K_STAGES):
-            offs_k = start_k + offs_k0
-            k_mask = offs_k < D
-            q = tl.load(q_rows + offs_k[None, :], mask=m_mask[:, None] & k_mask[None, :], other=0.0)
-            k = tl.load(k_rows + offs_k[None, :], mask=n_mask[:, None] & k_mask[None, :], other=0.0)
-            qk = tl.dot(q, tl.trans(k), qk, input_precision=PRECISION)
+        if SCORES:
+            qk = tl.load(s_rows + offs_n[None, :], mask=m_mask[:, None] & n_mask[None, :], other=0.0)
+        else:
+            k_rows = k_base + offs_n[:, None].to(tl.int64) * s_kn
+            # the scores over the whole head dim, BLOCK_K at a time, summed in fp32
+            qk = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+            for start_k in tl.range(0, D, BLOCK_K, num_stages=K_STAGES):
+                offs_k = start_k + offs_k0
+                k_mask = offs_k < D
+                q = tl.load(q_rows + offs_k[None, :], mask=m_mask[:, None] & k_mask[None, :], other=0.0)
+                k = tl.load(k_rows + offs_k[None, :], mask=n_mask[:, None] & k_mask[None, :], other=0.0)
+                qk = tl.dot(q, tl.trans(k), qk, input_precision=PRECISION)
         if NEGATE:   # a negative scale: softmax(s * x) = softmax(|s| * (-x))
             qk = -qk
         keep = n_mask[None, :]
@@ -121,11 +159,24 @@ def attention_any_dim(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
     if precision == "tf32x3" and max(d, lk) > $TF32X3_MAX_K:
         precision = "ieee"
     block_d = min($BLOCK_D, max(triton.next_power_of_2(dv), 16))
-    grid = (triton.cdiv(dv, block_d), triton.cdiv(lq, $BLOCK_M), q3.shape[0])
-    _attn_dslice_kernel[grid](q3, k3, v3, o3, lq, lk, d, dv, abs(scale) * LOG2E,
+    # the scores stored once (fp32, bh x lq x lk) where several column slices would each recompute them, and
+    # they take at most SCORES_MAX_BYTES; else every slice computes its own
+    slices = triton.cdiv(dv, block_d)
+    scores = $SCORES and slices > 1 and q3.shape[0] * lq * lk * 4 <= SCORES_MAX_BYTES
+    s3 = q3
+    if scores:
+        s3 = torch.empty((q3.shape[0], lq, lk), dtype=torch.float32, device=q.device)
+        grid_s = (triton.cdiv(lk, $S_BLOCK), triton.cdiv(lq, $S_BLOCK), q3.shape[0])
+        _attn_scores_kernel[grid_s](q3, k3, s3, lq, lk, d, q3.stride(0), q3.stride(1), k3.stride(0), k3.stride(1),
+                                    s3.stride(0), s3.stride(1), CAUSAL=causal, BLOCK_M=$S_BLOCK, BLOCK_N=$S_BLOCK,
+                                    BLOCK_K=32, PRECISION=precision, K_STAGES=$num_stages,
+                                    num_warps=$S_WARPS, num_stages=$num_stages)
+    grid = (slices, triton.cdiv(lq, $BLOCK_M), q3.shape[0])
+    _attn_dslice_kernel[grid](q3, k3, v3, o3, s3, lq, lk, d, dv, abs(scale) * LOG2E,
                               q3.stride(0), q3.stride(1), k3.stride(0), k3.stride(1), v3.stride(0), v3.stride(1),
-                              o3.stride(0), o3.stride(1),
-                              CAUSAL=causal, NEGATE=scale < 0, BLOCK_M=$BLOCK_M, BLOCK_N=$BLOCK_N, BLOCK_K=$BLOCK_K,
+                              o3.stride(0), o3.stride(1), s3.stride(0), s3.stride(1),
+                              CAUSAL=causal, NEGATE=scale < 0, SCORES=scores, BLOCK_M=$BLOCK_M, BLOCK_N=$BLOCK_N,
+                              BLOCK_K=$BLOCK_K,
                               BLOCK_D=block_d, PRECISION=precision, K_STAGES=$num_stages,
                               num_warps=$num_warps, num_stages=$num_stages)
     return o
@@ -158,6 +209,8 @@ PARAMS = {
     "num_warps": [4, 8],
     "num_stages": [1, 2, 3],
     "precision": ["tf32x3", "ieee"],
+    "scores": [True, False],
+    "S_BLOCK": [64, 128],
 }
 
 # fp32 values a thread holds: the accumulator, the scores and (3x where 3xTF32 splits it into high and low parts)
@@ -173,15 +226,17 @@ def attention_default(dv: int) -> dict:
     columns spills 1.6 KB, 128 x 32 x 16 with 256 columns 1.5 KB."""
     wide = dv > 128
     return {"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 16, "BLOCK_D": 256 if wide else 128,
-            "num_warps": 8 if wide else 4, "num_stages": 2, "precision": "tf32x3"}
+            "num_warps": 8 if wide else 4, "num_stages": 2, "precision": "tf32x3", "scores": dv > 256,
+            "S_BLOCK": 128}
 
 
 def attention_space(q: str, k: str, v: str, causal: bool, scale: float | None, dv: int, size: int, forward: str,
                     init: str, summary: str) -> SearchSpace:
     def template(p: dict) -> str:
         kernel = fill(_KERNEL, {k_: p[k_] for k_ in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "BLOCK_D", "num_warps",
-                                                     "num_stages")}
-                      | {"PRECISION": repr(p["precision"]), "TF32X3_MAX_K": TF32X3_MAX_K})
+                                                     "num_stages", "S_BLOCK")}
+                      | {"PRECISION": repr(p["precision"]), "TF32X3_MAX_K": TF32X3_MAX_K, "SCORES": p["scores"],
+                         "S_WARPS": 8 if p["S_BLOCK"] == 128 else 4})
         return fill(_TEMPLATE, {"KERNEL": kernel, "SUMMARY": summary, "INIT": init, "ARGS": forward, "Q": q,
                                 "K": k, "V": v, "CAUSAL": causal, "SCALE": "None" if scale is None else repr(scale)})
 
@@ -199,7 +254,12 @@ def attention_space(q: str, k: str, v: str, causal: bool, scale: float | None, d
             return f"{smem} B of shared memory > {_SHARED} B"
         return None
 
-    moves = [Move("3xTF32 products", "fp32 q k^T and P V as three TF32 tensor-core products (hi*hi + hi*lo + "
+    moves = [Move("scores stored once", "Compute q k^T once (a batched-GEMM kernel of 128 x 128 tiles, fp32 scores "
+                  "to memory: B H Lq Lk x 4 bytes, up to 4 GiB) and let every column slice read it, instead of each "
+                  "slice recomputing it over the whole head dim.", {"scores": True}),
+             Move("scores recomputed per slice", "Each column slice computes q k^T itself: no score traffic, "
+                  "Dv / BLOCK_D times the q k^T flops.", {"scores": False}),
+             Move("3xTF32 products", "fp32 q k^T and P V as three TF32 tensor-core products (hi*hi + hi*lo + "
                   "lo*hi): fp32 accuracy at tensor-core speed.", {"precision": "tf32x3"}),
              Move("fp32 FMA products", "fp32 q k^T and P V on the CUDA cores (input_precision ieee).",
                   {"precision": "ieee"})]
@@ -381,6 +441,8 @@ def match_attention(traced: Traced) -> Match | None:
     if len(qs) < 3 or ks[:-2] != qs[:-2] or vs[:-2] != qs[:-2] or ks[-1] != qs[-1] or vs[-2] != ks[-2]:
         return None
     scale = q_scale * k_scale * k_scale2 * post
+    if not math.isfinite(scale):   # sdpa's math path takes sqrt(scale): a negative scale traces as NaN
+        return None
     d = qs[-1]
     default_scale = math.isclose(scale, 1.0 / math.sqrt(d), rel_tol=1e-9)
     mask = "causal " if causal else ""

@@ -1,9 +1,9 @@
 """generators/matched_attention.py: scaled dot-product attention at any head size, matched from KernelBench-format
 problems written here (KernelBench 97 in kind: sdpa of fp32 (32, 32, 512, 1024)): head dims 96 and 320, Lq != Lk,
-causal or not, the default and an explicit scale agree with torch on the interpreter and pass the judge; the flash
-family's shapes still get the family; a missing scale, a softmax without the max shift on large scores and a dropped
-last head-dim slice fail; sdpa with a mask tensor or dropout is refused with the reason; the starter compiles for
-sm_90 without spills at 97's shape."""
+causal or not, the default and an explicit scale agree with torch on the interpreter (the scores stored once or
+recomputed by each head-dim slice) and pass the judge; the flash family's shapes still get the family; a missing
+scale, a softmax without the max shift on large scores and a dropped last head-dim slice fail; sdpa with a mask
+tensor or dropout is refused with the reason; both kernels compile for sm_90 without spills at 97's shape."""
 from __future__ import annotations
 
 import pytest
@@ -14,7 +14,7 @@ from kernelsearch.judge.settings import EvalSettings
 from tests.generators.test_match import _agrees, _problem
 
 SMALL = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "BLOCK_D": 32, "num_warps": 4, "num_stages": 1,
-         "precision": "ieee"}
+         "precision": "ieee", "scores": False, "S_BLOCK": 64}
 
 
 def _sdpa(tmp_path, name: str, kwargs: str = "", lq: int = 64, lk: int = 64, d: int = 320, dv: int | None = None,
@@ -41,7 +41,10 @@ def test_sdpa_at_any_head_size_agrees_on_the_interpreter(tmp_path, kwargs, lq, d
     assert m.kind == "attention", m.summary
     assert ("causal" in m.summary) == ("is_causal" in kwargs)
     assert ("scale" in m.summary) == ("scale=" in kwargs)
-    for point in (m.space.default, SMALL, {**SMALL, "BLOCK_D": 64, "BLOCK_M": 64, "precision": "tf32x3"}):
+    # the default (scores stored once where Dv > 256), each slice computing its scores, and the stored scores at
+    # small tiles (three column slices or more everywhere, so the scores kernel runs)
+    for point in (m.space.default, SMALL, {**SMALL, "BLOCK_D": 64, "BLOCK_M": 64, "precision": "tf32x3"},
+                  {**SMALL, "scores": True}):
         assert m.space.feasible(point)
         _agrees(p, m.space.render(point), atol=1e-5, rtol=1e-4)
 
@@ -75,9 +78,9 @@ def test_a_missing_scale_no_max_shift_or_a_dropped_slice_fails(tmp_path):
         _agrees(p, no_scale, atol=1e-5, rtol=1e-4)
     # 320 columns in slices of 128 (the last holds 64) and the grid's last slice dropped: through the judge, which
     # poisons memory (torch.empty may hand back a freed copy of the right answer in this process)
-    dropped = m.space.render({**SMALL, "BLOCK_D": 128}).replace("grid = (triton.cdiv(dv, block_d),",
-                                                              "grid = (dv // block_d,")
-    assert "grid = (dv // block_d," in dropped
+    dropped = m.space.render({**SMALL, "BLOCK_D": 128, "scores": True}).replace(
+        "slices = triton.cdiv(dv, block_d)", "slices = dv // block_d")
+    assert "slices = dv // block_d" in dropped
     r = evaluate(p, dropped, EvalSettings(trials=1, timing_iters=2, aot_compile=False), mode="cpu", seed=6)
     assert r.status.value == "incorrect", (r.status, r.reason)
     # scores of about +-100 (eager's own error against float64 is 5e-5 there): without the running max subtracted
@@ -108,8 +111,9 @@ def test_a_mask_tensor_or_dropout_is_refused_with_the_reason(tmp_path):
 
 
 def test_the_starter_compiles_for_sm90_without_spills_at_kernelbench_97s_shape(tmp_path):
-    # (on the CPU, in a child process: judge/aot.py) fp32 (32, 32, 512, 1024), 3xTF32: 64 x 32 x 16 tiles, 256
-    # output columns on 8 warps
+    # (on the CPU, in a child process: judge/aot.py) fp32 (32, 32, 512, 1024), 3xTF32: the scores kernel (128 x 128
+    # x 32 tiles on 8 warps: 206 registers) and the column-slice kernel reading them (64 x 32 tiles, 256 output
+    # columns on 8 warps: 254)
     from kernelsearch.judge.aot import aot_report
     from kernelsearch.judge.problem import load_file
 
@@ -123,8 +127,12 @@ def test_the_starter_compiles_for_sm90_without_spills_at_kernelbench_97s_shape(t
     m = match_problem(problem)
     assert m.summary == ("attention of q 32x32x512x1024 float32, k 32x32x512x1024, v 32x32x512x1024 (a generated "
                          "flash kernel over head-dim slices)")
-    assert (m.space.default["BLOCK_D"], m.space.default["precision"]) == (256, "tf32x3")
-    r = aot_report(m.space.render(m.space.default), problem, problem.timed_case.name)
-    assert r["status"] == "ok", r
-    (k,) = r["kernels"]
-    assert k["name"] == "_attn_dslice_kernel" and k["spills_bytes"] == 0, k
+    d = m.space.default
+    assert (d["BLOCK_D"], d["precision"], d["scores"]) == (256, "tf32x3", True)
+    for point in (d, {**d, "scores": False}):
+        r = aot_report(m.space.render(point), problem, problem.timed_case.name)
+        assert r["status"] == "ok", r
+        names = {k["name"] for k in r["kernels"]}
+        assert names == ({"_attn_scores_kernel", "_attn_dslice_kernel"} if point["scores"] else
+                         {"_attn_dslice_kernel"}), names
+        assert all(k["spills_bytes"] == 0 for k in r["kernels"]), r["kernels"]

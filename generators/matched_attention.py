@@ -434,8 +434,7 @@ def match_attention(traced: Traced) -> Match | None:
         return None
     if any(i.kind == "number" for i in traced.inputs):   # a scale forward receives would be baked in
         return None
-    if not (q.dtype == k.dtype == v.dtype) or (low is not None and low != q.dtype) or \
-            (low is None and q.dtype != torch.float32):
+    if not (q.dtype == k.dtype == v.dtype) or (low is not None and low != q.dtype):
         return None
     qs, ks, vs = tuple(q.shape), tuple(k.shape), tuple(v.shape)
     if len(qs) < 3 or ks[:-2] != qs[:-2] or vs[:-2] != qs[:-2] or ks[-1] != qs[-1] or vs[-2] != ks[-2]:

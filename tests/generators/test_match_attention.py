@@ -136,3 +136,23 @@ def test_the_starter_compiles_for_sm90_without_spills_at_kernelbench_97s_shape(t
         assert names == ({"_attn_scores_kernel", "_attn_dslice_kernel"} if point["scores"] else
                          {"_attn_dslice_kernel"}), names
         assert all(k["spills_bytes"] == 0 for k in r["kernels"]), r["kernels"]
+
+
+def test_attention_written_out_and_fp16_sdpa_get_the_generated_kernel(tmp_path):
+    # q k^T / sqrt(d), softmax, @ v in torch.matmul calls (traced as _softmax, not sdpa's _safe_softmax), Lq != Lk
+    body = ("    def forward(self, q, k, v):\n"
+            "        s = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.shape[-1])\n"
+            "        return torch.matmul(torch.softmax(s, dim=-1), v)")
+    p = _problem(tmp_path, "written", body, "[torch.randn(2, 3, 40, 300), torch.randn(2, 3, 56, 300), "
+                 "torch.randn(2, 3, 56, 300)]", sizes="import math")
+    m = match_problem(p)
+    assert (m.kind, m.summary.split(" (")[0]) == ("attention", "attention of q 2x3x40x300 float32, k 2x3x56x300, "
+                                                                "v 2x3x56x300")
+    _agrees(p, m.space.render(m.space.default), atol=1e-5, rtol=1e-4)
+    # fp16 through sdpa's math path (upcast to fp32 and back): P rounded to fp16 before P V, as flash kernels do
+    half = _problem(tmp_path, "sdpa_fp16", "    def forward(self, Q, K, V):\n        return torch.nn.functional."
+                    "scaled_dot_product_attention(Q, K, V, is_causal=True)",
+                    "[torch.randn(1, 2, 64, 320).half() for _ in range(3)]")
+    m = match_problem(half)
+    assert m.kind == "attention" and "float16" in m.summary
+    _agrees(half, m.space.render(m.space.default), atol=2e-3, rtol=2e-3)

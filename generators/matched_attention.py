@@ -249,9 +249,12 @@ def attention_space(q: str, k: str, v: str, causal: bool, scale: float | None, d
         held = (p["BLOCK_M"] * bd + p["BLOCK_M"] * p["BLOCK_N"] + split * p["BLOCK_N"] * bd) // threads
         if held > _REGISTERS:
             return f"{held} fp32 accumulator, score and value elements a thread > {_REGISTERS}"
-        smem = (p["num_stages"] * (p["BLOCK_M"] + p["BLOCK_N"]) * p["BLOCK_K"] + p["BLOCK_N"] * bd) * size
-        if smem > _SHARED:
-            return f"{smem} B of shared memory > {_SHARED} B"
+        # the value tile staged num_stages deep (plus its 3xTF32 parts), the q and k chunks, P: within 20 % of
+        # Triton 3.6's sm_90 allocation at the 7 points compiled at KernelBench 97 (under it), hence the margin
+        smem = (p["num_stages"] * p["BLOCK_N"] * bd + (p["BLOCK_N"] * bd if split == 3 else 0)
+                + p["num_stages"] * (p["BLOCK_M"] + p["BLOCK_N"]) * p["BLOCK_K"] + p["BLOCK_M"] * p["BLOCK_N"]) * size
+        if smem > 0.85 * _SHARED:
+            return f"about {smem} B of shared memory > 85 % of {_SHARED} B"
         return None
 
     moves = [Move("scores stored once", "Compute q k^T once (a batched-GEMM kernel of 128 x 128 tiles, fp32 scores "

@@ -110,6 +110,7 @@ def test_a_mask_tensor_or_dropout_is_refused_with_the_reason(tmp_path):
         match_problem(dropout)
 
 
+@pytest.mark.slow   # two sm_90 compiles at 97's shape: 32 s on 2 cores
 def test_the_starter_compiles_for_sm90_without_spills_at_kernelbench_97s_shape(tmp_path):
     # (on the CPU, in a child process: judge/aot.py) fp32 (32, 32, 512, 1024), 3xTF32: the scores kernel (128 x 128
     # x 32 tiles on 8 warps: 206 registers) and the column-slice kernel reading them (64 x 32 tiles, 256 output

@@ -219,6 +219,7 @@ def main() -> None:
             v["build_error"] = f"load: {type(err).__name__}: {str(err)[:400]}"
             say(f"{v['label']}: {v['build_error']}")
     try:
+        (tmp / "triton_starter.py").write_text(softmax.STARTER)   # @jit reads its kernels' source from the file
         tri = load_source_module(softmax.STARTER, "ks_variant_triton", str(tmp / "triton_starter.py"))
         sides = {"triton starter": tri.ModelNew().cuda(), **sides}
     except Exception as err:  # noqa: BLE001

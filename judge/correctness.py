@@ -59,11 +59,18 @@ def compare(got, want, want_hi, atol: float, rtol: float, chunk: int = COMPARE_C
 
 
 def agreement(got, like, want_hi, atol: float, rtol: float, chunk: int = COMPARE_CHUNK) -> torch.Tensor | None:
-    """The values half of `compare`, left on the device: a 0-dim bool tensor, true where every output of `got` agrees
-    with `want_hi` within atol + rtol*|ref| (NaN or Inf only where the reference has the same), read by the caller
-    with one synchronisation for many calls. `like` is an output already judged by `compare` (its types, shapes,
+    """A quick yes for the timed outputs, left on the device: a 0-dim bool tensor, true where every output of `got`
+    is finite and within atol + rtol*|ref| of `want_hi`, read by the caller with one synchronisation for many calls.
+    False is no verdict: the caller runs `compare`, which decides (it also passes NaN or Inf where the reference has
+    the same, which this check leaves to it). `like` is an output already judged by `compare` (its types, shapes,
     dtypes and devices are the ones expected); None where `got` differs from it in any of those, or an output is not a
-    floating tensor: the caller runs `compare` for the reason."""
+    floating tensor: the caller runs `compare` for the reason.
+
+    One expression a chunk, max(|g - h| - rtol*|h|) <= atol, in four passes over the values with two float32
+    temporaries: a NaN anywhere (in g, or g - h where both are Inf) makes the maximum NaN and the answer false, an Inf
+    in g alone makes it Inf; an Inf in h alone makes |g - h| - rtol*|h| NaN. (The first form, with isfinite, isnan and
+    equality masks, took about twenty passes: 1.34 s of an H100 softmax evaluation's 2.36 s timing loop, held
+    exclusively.)"""
     gots, likes, his = flatten(got), flatten(like), flatten(want_hi)
     if not (len(gots) == len(likes) == len(his)):
         return None
@@ -75,10 +82,9 @@ def agreement(got, like, want_hi, atol: float, rtol: float, chunk: int = COMPARE
         gf, hf = g.detach().reshape(-1), h.detach().reshape(-1)
         for s in range(0, gf.numel(), chunk):   # bounded float32 temporaries, a flag a chunk, read by the caller
             g32, h32 = gf[s:s + chunk].float(), hf[s:s + chunk].to(device=g.device, dtype=torch.float32)
-            close = torch.isfinite(g32) & torch.isfinite(h32) & ((g32 - h32).abs() <= atol + rtol * h32.abs())
-            # Inf for Inf, NaN for NaN, where the reference has it
-            same = (g32 == h32) | (torch.isnan(g32) & torch.isnan(h32))
-            flags.append((close | (same & ~torch.isfinite(h32))).all())
+            d = torch.sub(g32, h32).abs_()
+            d.sub_(h32.abs().mul_(rtol))
+            flags.append(d.amax() <= atol)
     return torch.stack(flags).all() if flags else torch.ones((), dtype=torch.bool)
 
 

@@ -8,17 +8,20 @@ returned into the judge's memory (`decode`) and reads what the runner reports of
 """
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 import torch
 
 from kernelsearch.judge import wire
 from kernelsearch.judge.client import RunnerClient, RunnerLost
-from kernelsearch.judge.memory import JudgeMemory, tensor_bytes
+from kernelsearch.judge.memory import JudgeMemory, is_out_of_memory, tensor_bytes
 from kernelsearch.judge.problem import DTYPES, Case, Problem
 from kernelsearch.judge.seeds import derive_seed
 from kernelsearch.judge.settings import EvalSettings
 from kernelsearch.judge.status import CandidateFailure, Status
+
+PUT_RETRIES, PUT_RETRY_S = 2, 1.0   # a candidate's out-of-memory reply to receiving inputs: asked again 1 s, 2 s on
 
 
 class Conversation:
@@ -102,7 +105,7 @@ class Conversation:
                     if isinstance(v, torch.Tensor) else wire.encode(v, bufs) for v in inputs]
         else:
             vals = [wire.encode(v, bufs) for v in inputs]
-        reply, _ = self.ask(r, {"op": "inputs", "slot": slot, "values": vals}, "receiving inputs", stage, bufs)
+        reply = self._receive(r, {"op": "inputs", "slot": slot, "values": vals}, stage, bufs)
         if self.mode != "cuda":
             return None
         views = []
@@ -120,6 +123,25 @@ class Conversation:
             raise CandidateFailure(Status.crash, f"receiving inputs: {err}", stage=stage) from None
         torch.cuda.synchronize()
         return views
+
+    def _receive(self, r: RunnerClient, header: dict, stage: str, bufs: list) -> dict:
+        """The runner's reply to being handed inputs. An out-of-memory reply of the candidate's to this allocation,
+        which the judge sized, is asked again after a wait, up to PUT_RETRIES times, before it is the candidate's
+        crash: beside other evaluations the device can be full for a moment (KernelBench on an H100: two honest
+        kernels ended `crash`, out of memory receiving their inputs). The reply is the candidate's word, so the last
+        one still decides: a candidate that says it every time is a crash as before, a few seconds later."""
+        for attempt in range(PUT_RETRIES + 1):
+            try:
+                reply, _ = self.ask(r, header, "receiving inputs", stage, bufs)
+                return reply
+            except CandidateFailure as f:
+                if r is not self.cand or attempt == PUT_RETRIES or not is_out_of_memory(f.reason or ""):
+                    raise
+                self.mem.note(f"{stage}: the candidate's process was out of memory receiving its inputs; asked "
+                              f"again after {PUT_RETRY_S * (attempt + 1):g} s")
+                self.mem.free()   # the judge's own cached blocks back to the device
+                time.sleep(PUT_RETRY_S * (attempt + 1))
+        raise AssertionError("unreachable")
 
     @staticmethod
     def advisories(reply: dict, when: str, stage: str) -> None:

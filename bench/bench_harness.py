@@ -216,6 +216,13 @@ def main() -> int:
         pair = [loop.run_until_complete(_batch(pool, [(f"{fam} starter, evaluation {i + 1}", fam, src)]))[0]
                 for i in range(2)]
         times = [_time_of(r) for r in pair]
+        for i, r in enumerate(pair):   # what the clock charged in each: why two evaluations of one kernel differ
+            plan = (r.get("detail") or {}).get("timing_plan") or {}
+            tim = (r.get("timings") or (r.get("detail") or {}).get("timings") or {}).get("candidate") or {}
+            _say(f"    evaluation {i + 1} clock: " + ", ".join(
+                f"{k} {plan.get(k)}" for k in ("calls_per_batch", "fixed_ms", "overhead_ms", "cand_overhead_ms",
+                                               "charged_overhead_ms", "side_step_charge_ms"))
+                 + (f", candidate batches {tim.get('batches')} spread {tim.get('spread')}" if tim else ""))
         ours = None
         if all(t is not None for t in times):
             spread = abs(times[0] - times[1]) / min(times) * 100

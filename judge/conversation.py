@@ -130,18 +130,17 @@ class Conversation:
         crash: beside other evaluations the device can be full for a moment (KernelBench on an H100: two honest
         kernels ended `crash`, out of memory receiving their inputs). The reply is the candidate's word, so the last
         one still decides: a candidate that says it every time is a crash as before, a few seconds later."""
-        for attempt in range(PUT_RETRIES + 1):
+        for attempt in range(PUT_RETRIES):
             try:
-                reply, _ = self.ask(r, header, "receiving inputs", stage, bufs)
-                return reply
+                return self.ask(r, header, "receiving inputs", stage, bufs)[0]
             except CandidateFailure as f:
-                if r is not self.cand or attempt == PUT_RETRIES or not is_out_of_memory(f.reason or ""):
+                if r is not self.cand or not is_out_of_memory(f.reason or ""):
                     raise
                 self.mem.note(f"{stage}: the candidate's process was out of memory receiving its inputs; asked "
                               f"again after {PUT_RETRY_S * (attempt + 1):g} s")
                 self.mem.free()   # the judge's own cached blocks back to the device
                 time.sleep(PUT_RETRY_S * (attempt + 1))
-        raise AssertionError("unreachable")
+        return self.ask(r, header, "receiving inputs", stage, bufs)[0]   # the last reply decides
 
     @staticmethod
     def advisories(reply: dict, when: str, stage: str) -> None:

@@ -59,6 +59,12 @@ def main() -> None:
                 f"{tc['max_ms']:.4f}) eager {d['ref_time_ms']:.4f} ({te['min_ms']:.4f}-{te['max_ms']:.4f}) | "
                 + " ".join(f"{k}={plan.get(k)}" for k in PLAN_KEYS)
                 + f" | timing {d['detail'].get('stage_s', {}).get('timing_loop')} s | {d['wall_s']:.0f} s")
+            # per batch: the candidate's side steps beyond the reference's, and each side's ping and describe (ms)
+            pings, descs = plan.get("pings_ms") or [], plan.get("describes_ms") or []
+            say(f"    side steps ms {plan.get('side_steps_ms')}")
+            for b, (p, q) in enumerate(zip(pings, descs)):
+                say(f"    batch {b}: ping " + " ".join(f"{k} {v:.3f}" for k, v in p.items())
+                    + " | describe " + " ".join(f"{k} {v:.3f}" for k, v in q.items()))
     for j, env in enumerate(settings):
         ts = times[j]
         if len(ts) > 1:

@@ -68,6 +68,15 @@ PROBE_BUSY_MS = PROBE_SLACK * PROBE_MS + 0.05   # the least of three probes over
 # bench/clock_spread_gpu.py, 8192 x 8191 fp32 softmax, 3 evaluations each, interleaved, the same kernel read
 # 0.1934-0.1940 ms asleep (0.34 %) and 0.1954-0.2011 ms with 50 ms of polling (2.89 %).)
 PROBE_TRIES = 20               # re-probed every 50 ms before the device counts as busy
+# How the candidate's side steps (its ping and describe beyond the reference's, and on the CPU its inputs' delivery)
+# are charged. "batch": each batch's own, at least 0, added to that batch's time before the fastest half is taken, so
+# a batch whose work moved into its describe pays for it in that batch. "median": the median over batches added to
+# the candidate's figure (before 2026-12-06; work moved in every other batch then paid half, since the fastest half
+# of the batches were the ones whose work had moved).
+SIDE_CHARGE = os.environ.get("KS_CLOCK_SIDE_CHARGE", "batch")
+# Every side's runner frozen (SIGSTOP) from the refill until just before its ping, as the candidate's always was,
+# so every side's ping includes the same wake-up; "0" freezes only the candidate's (before 2026-12-06).
+FREEZE_REFS = os.environ.get("KS_CLOCK_FREEZE_REFS", "1") != "0"
 
 
 @dataclass(frozen=True)
@@ -222,6 +231,7 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
         overheads: list[float] = []
         cand_overheads: list[float] = []   # per batch: the candidate's wall time beyond its own (untrusted) event time
         side_steps: list[float] = []   # per batch: (candidate's ping + describe) - (the reference's)
+        steps: dict[str, list] = {"pings_ms": [], "describes_ms": []}   # per batch, per side (the plan: why it moved)
         cand_walls: list[float] = []   # per batch: the candidate's batch on the judge's clock
         # The whole loop holds the device alone, one exclusive lease. (Holding it only for each batch's timed steps, the
         # refills and checks under shared leases, was tried on an H200: 8.7 evaluations a minute against 11.2, the
@@ -231,7 +241,7 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
         laps = {"refill": 0.0, "batches": 0.0, "check": 0.0}   # where the exclusive loop's time goes (stage_s)
         ceil: dict | None = None
         t_wait = time.perf_counter()
-        with lease("exclusive"):
+        with lease("exclusive"), _refs_thawed_after(sides):
             laps["lease_wait"] = time.perf_counter() - t_wait
             for b in range(batches[1]):
                 t_lap = time.perf_counter()
@@ -244,6 +254,8 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                 t_lap = time.perf_counter()
                 clock, events, pings, cand_reply, cand_bufs, eager_outs = _timed_batch(talk, sides, b, n)
                 laps["batches"] += time.perf_counter() - t_lap
+                steps["pings_ms"].append({k: round(v * 1e3, 4) for k, v in pings.items()})
+                steps["describes_ms"].append({k: round(v[1] * 1e3, 4) for k, v in clock.items()})
                 # the reference's runners are trusted: their wall time beyond their CUDA-event time is recorded
                 ev = events.get("eager")
                 overheads.append(clock["eager"][0] - ev / 1e3 if cuda and isinstance(ev, (int, float)) else fixed)
@@ -265,7 +277,8 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                        chunk)
                 laps["check"] += time.perf_counter() - t_lap
                 del cand_reply, cand_bufs, eager_outs
-                if b + 1 >= batches[0] and all(spread(v) <= TARGET_SPREAD for v in per_call.values()):
+                if b + 1 >= batches[0] and all(spread(_charged(v, side_steps, n) if k == "candidate" else v)
+                                               <= TARGET_SPREAD for k, v in per_call.items()):
                     break
     plan["overhead_ms"] = round(statistics.median(overheads) * 1e3, 4) if overheads else None
     if cuda and overheads and cand_walls:
@@ -287,13 +300,14 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
         if name != "candidate":
             r.close()
     del views
-    med = {k: low(v) for k, v in per_call.items()}   # every side by the same estimator
     # a ping or a describe that takes the candidate longer than the reference is charged: work done then (outputs
-    # computed early or late) is on the clock. Charged on the median over batches, so that noise (either side's
-    # steps vary by tenths of a millisecond) is not charged as work
-    charge = max(0.0, statistics.median(side_steps)) * 1e3 / n if side_steps else 0.0
+    # computed early or late) is on the clock (SIDE_CHARGE above says how)
+    plan["side_steps_ms"] = [round(v * 1e3, 4) for v in side_steps]
+    plan.update(steps)
+    per_call["candidate"], cand_ms, charge = candidate_figure(per_call["candidate"], side_steps, n)
     plan["side_step_charge_ms"] = round(charge, 5)
-    med["candidate"] += charge
+    med = {k: low(v) for k, v in per_call.items()}   # every side by the same estimator
+    med["candidate"] = cand_ms
     cand_ms, compile_ms = med["candidate"], med.get("compile")
     return TimingResult(
         time_ms=cand_ms, ref_time_ms=med["eager"], speedup=med["eager"] / cand_ms if cand_ms > 0 else None,
@@ -303,6 +317,28 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
         timings={k: {"median_ms": med[k], "spread": spread(v), "batches": len(v), "calls_per_batch": n,
                      "min_ms": min(v), "max_ms": max(v)} for k, v in per_call.items()},
         ceilings=ceil)
+
+
+def candidate_figure(per_call: list[float], side_steps: list[float], n: int,
+                     how: str | None = None) -> tuple[list[float], float, float]:
+    """The candidate's per-batch times (ms a call) as reported, its figure (ms a call) and the side-step charge (ms a
+    call; under "batch" the median of the batches' charges, for the plan). `side_steps` are each batch's (s)."""
+    how = how or SIDE_CHARGE
+    if not side_steps:
+        return per_call, low(per_call), 0.0
+    if how == "median":
+        charge = max(0.0, statistics.median(side_steps)) * 1e3 / n
+        return per_call, low(per_call) + charge, charge
+    charged = _charged(per_call, side_steps, n, how)
+    return charged, low(charged), statistics.median(max(0.0, v) for v in side_steps) * 1e3 / n
+
+
+def _charged(per_call: list[float], side_steps: list[float], n: int, how: str | None = None) -> list[float]:
+    """The candidate's per-call times (ms) with each batch's side steps (s, at least 0) charged to that batch
+    (SIDE_CHARGE "batch"); unchanged under "median", where they are charged once after the loop."""
+    if (how or SIDE_CHARGE) == "median":
+        return per_call
+    return [t + max(0.0, s) * 1e3 / n for t, s in zip(per_call, side_steps)]
 
 
 def _timed_batch(talk: Conversation, sides: dict, b: int, n: int):
@@ -317,10 +353,10 @@ def _timed_batch(talk: Conversation, sides: dict, b: int, n: int):
     cand_reply, cand_bufs = None, None
     for name in (list(sides) if b % 2 == 0 else list(sides)[::-1]):   # neither side always first
         r = sides[name]
-        if name == "candidate":
-            r.thaw()
-        elif talk.mode == "cuda":
+        if name != "candidate" and talk.mode == "cuda":
             quiet_device(talk)   # the candidate is frozen here: nothing of it may still be running on the device
+        if name == "candidate" or FREEZE_REFS:
+            r.thaw()
         tp = time.perf_counter()
         talk.ask(r, {"op": "ping"}, "a ping", "timing")
         t0 = time.perf_counter()
@@ -336,8 +372,11 @@ def _timed_batch(talk: Conversation, sides: dict, b: int, n: int):
         if name == "candidate":
             r.freeze()   # nothing runs in the candidate's process until its outputs are read
             cand_reply, cand_bufs = reply, bufs
-        elif name == "eager":
-            eager_outs = _decoded_outs(talk, r, reply, bufs, n)
+        else:
+            if FREEZE_REFS:
+                r.freeze()   # as the candidate's: every side's next ping wakes its runner the same way
+            if name == "eager":
+                eager_outs = _decoded_outs(talk, r, reply, bufs, n)
         clock[name] = (t1 - t0, t2 - t1)
         del reply, bufs
     return clock, events, pings, cand_reply, cand_bufs, eager_outs
@@ -403,6 +442,7 @@ def _refill(talk: Conversation, sides: dict, views: dict, inputs_of, b: int, n: 
     cand = sides["candidate"]
     if talk.mode == "cuda":
         cand.freeze()   # thawed by _timed_batch just before its ping
+        _freeze_refs(sides)
         for k in range(n):
             x = inputs_of(b, k)
             for name in sides:
@@ -413,6 +453,9 @@ def _refill(talk: Conversation, sides: dict, views: dict, inputs_of, b: int, n: 
         torch.cuda.synchronize()
         return {}
     took = dict.fromkeys(sides, 0.0)
+    for name, r in sides.items():
+        if name != "candidate" and FREEZE_REFS:
+            r.thaw()   # frozen since its last describe: here it receives the inputs itself
     for k in range(n):
         x = inputs_of(b, k)
         for name, r in sides.items():
@@ -420,7 +463,29 @@ def _refill(talk: Conversation, sides: dict, views: dict, inputs_of, b: int, n: 
             talk.put(r, k, x, "timing")
             took[name] += time.perf_counter() - t0
     cand.freeze()
+    _freeze_refs(sides)
     return took
+
+
+@contextlib.contextmanager
+def _refs_thawed_after(sides: dict):
+    """The references' runners thawed when the timing loop ends, however it ends: a frozen runner would not see its
+    socket close, and would keep its CUDA context when the judge is gone."""
+    try:
+        yield
+    finally:
+        for name, r in sides.items():
+            if name != "candidate":
+                r.thaw()
+
+
+def _freeze_refs(sides: dict) -> None:
+    """The references' runners frozen as the candidate's is (FREEZE_REFS), until _timed_batch thaws each before its
+    ping; a reference's runner is closed (which thaws it) after the loop."""
+    if FREEZE_REFS:
+        for name, r in sides.items():
+            if name != "candidate":
+                r.freeze()
 
 
 def _check(talk: Conversation, r: RunnerClient, reply: dict, bufs: list, inputs_of, b: int, n: int, ref,

@@ -66,7 +66,8 @@ def test_cuda_starter_compiles_for_sm90a(name, tmp_path):
     report = cuda_report(_starter(name), cache=tmp_path)
     assert report["status"] == "ok", report.get("error")
     names = {k["name"].split("(")[0] for k in report["kernels"]}
-    assert any(f"{name}_kernel<float, 4," in n for n in names) and any("__nv_bfloat16, 8," in n for n in names)
+    assert any(f"{name}_kernel<float, 4," in n for n in names) and any("__nv_bfloat16, 8," in n for n in names), \
+        sorted(names)
     assert all(k["arch"] == "sm_90a" and k["registers"] > 0 and k["spills_bytes"] == 0 for k in report["kernels"])
     t0 = time.monotonic()
     again = cuda_report(_starter(name), cache=tmp_path)

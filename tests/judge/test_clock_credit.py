@@ -1,7 +1,7 @@
 """The candidate's batch credit (judge/clock.batch_credit): its own event time can lower it, never raise it."""
 import pytest
 
-from kernelsearch.judge.clock import GRAPH_LAUNCH_CAP, batch_credit, low
+from kernelsearch.judge.clock import GRAPH_LAUNCH_CAP, batch_credit, candidate_figure, low
 
 MS = 1e-3
 FIXED = 0.1 * MS
@@ -55,6 +55,9 @@ def test_the_candidates_input_delivery_on_the_cpu_is_timed_per_side():
         def freeze(self):
             self.frozen = True
 
+        def thaw(self):
+            self.frozen = False
+
     class Talk:
         mode = "cpu"
 
@@ -65,3 +68,37 @@ def test_the_candidates_input_delivery_on_the_cpu_is_timed_per_side():
     sides = {"candidate": Runner(), "eager": Runner()}
     took = clock._refill(Talk(), sides, {}, lambda b, k: [k], 0, 3)
     assert took["candidate"] >= 0.03 and took["eager"] < 0.01 and sides["candidate"].frozen
+    assert sides["eager"].frozen == clock.FREEZE_REFS   # every side frozen alike until its ping
+
+
+# The side steps (judge/clock.candidate_figure): a candidate's ping and describe beyond the reference's, per batch.
+T, W, N = 0.050, 2.0e-3, 50   # an honest batch's time a call (ms); work moved into a describe (s a batch); calls
+
+
+def test_work_moved_into_every_other_describe_pays_for_it_in_its_batch():
+    """Half the batches do their work at describe (fast batch, slow describe), half honestly. The fastest half of
+    the batches are the ones whose work moved: charging the median side step (0.02 ms a call) after taking them let
+    the candidate read 0.03 against an honest 0.05; charged per batch it reads what it takes."""
+    per_call = [T - W * 1e3 / N, T] * 3
+    steps = [W, 0.0] * 3
+    _, old, _ = candidate_figure(per_call, steps, N, how="median")
+    assert old < 0.8 * T   # the hole: under "median" it read faster than it is
+    _, new, charge = candidate_figure(per_call, steps, N, how="batch")
+    assert new == pytest.approx(T) and charge == pytest.approx(W * 1e3 / N / 2)
+
+
+def test_an_honest_candidates_side_steps_below_the_references_cost_it_nothing():
+    per_call = [T, T * 1.01, T * 0.99, T]
+    times, figure, charge = candidate_figure(per_call, [-1e-5, -2e-5, 0.0, -3e-6], N, how="batch")
+    assert times == per_call and figure == pytest.approx(low(per_call)) and charge == 0.0
+
+
+def test_one_batchs_host_jitter_does_not_move_the_figure():
+    """A describe that took 0.3 ms longer in one batch of four (host jitter) moves only that batch, which the
+    fastest half leaves out; the median charge of before added it to the figure whenever two batches had it."""
+    per_call = [T] * 4
+    _, figure, _ = candidate_figure(per_call, [0.0, 3e-4, 0.0, 0.0], N, how="batch")
+    assert figure == pytest.approx(T)
+    _, old, _ = candidate_figure(per_call, [0.0, 3e-4, 3e-4, 0.0], N, how="median")
+    _, new, _ = candidate_figure(per_call, [0.0, 3e-4, 3e-4, 0.0], N, how="batch")
+    assert old == pytest.approx(T + 0.15e-3 * 1e3 / N) and new == pytest.approx(T)

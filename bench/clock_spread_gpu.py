@@ -86,8 +86,9 @@ def main() -> None:
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         torch.manual_seed(0)
-        x = [v.cuda() for v in problem.module.get_inputs()]
-        model = mod.ModelNew().cuda()
+        case = problem.timed_case
+        x = problem.build_inputs(case, 0, "cuda")
+        model = mod.ModelNew(*problem.build_init_inputs(case)).cuda()
         ms = triton.testing.do_bench_cudagraph(lambda: model(*x), rep=200)
         off = f"; the evaluations' median is {statistics.median(times) / ms * 100 - 100:+.2f} %" if times else ""
         say(f"do_bench_cudagraph: {ms:.4f} ms{off}")

@@ -72,7 +72,7 @@ class Judge(OffRangeChecks):
         self.problem, self.source, self.s = problem, source, settings
         self.mode, self.secret = mode, seed
         self.device = "cuda" if mode == "cuda" else "cpu"
-        self.lease = lease
+        self.lease = self._waits_counted(lease)
         self.candidate_path = candidate_path
         self.candidate_user = candidate_user   # {"uid", "home"} of the candidate's runner, where it has its own user
         self._case_bytes: dict[str, int] = {}   # a case's input bytes, as drawn by the correctness stage
@@ -350,6 +350,18 @@ class Judge(OffRangeChecks):
                           detail=self.detail)
 
     # -- helpers --------------------------------------------------------------------------------------------
+    def _waits_counted(self, lease: Callable[[str], ContextManager]) -> Callable[[str], ContextManager]:
+        """`lease`, with the time spent waiting for each kind summed into stage_s (`wait_shared`, `wait_exclusive`,
+        `wait_timing`): where an evaluation's wall time goes while others hold the device."""
+        @contextlib.contextmanager
+        def counted(kind: str):
+            t0 = time.perf_counter()
+            with lease(kind):
+                st = self.detail.setdefault("stage_s", {})
+                st[f"wait_{kind}"] = round(st.get(f"wait_{kind}", 0.0) + time.perf_counter() - t0, 3)
+                yield
+        return counted
+
     def _add_s(self, key: str, since: float) -> None:
         st = self.detail.setdefault("stage_s", {})
         st[f"in_{key}"] = round(st.get(f"in_{key}", 0.0) + time.perf_counter() - since, 3)

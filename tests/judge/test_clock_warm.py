@@ -43,6 +43,9 @@ def test_the_references_first_call_comes_before_the_timing_lease():
     r = evaluate(problem, source, EvalSettings(trials=1, timing_iters=3), mode="cpu", spawn=spawn, lease=lease)
     assert r.status.value == "ok", r.reason
     assert r.time_ms and r.time_ms > 0 and "timing_ref_warm" in r.detail["stage_s"]
+    # the waits for each kind of lease are summed per evaluation (where its wall time goes beside others)
+    assert {"wait_shared", "wait_timing", "wait_exclusive"} <= set(r.detail["stage_s"])
+    assert all(r.detail["stage_s"][f"wait_{k}"] >= 0 for k in ("shared", "timing", "exclusive"))
     timing_lease = log.index(("lease", "timing"))
     released = [i for i, e in enumerate(log) if e[:2] == ("reference", "release")]
     first_calls = [i for i, e in enumerate(log) if e[:3] == ("reference", "batch", 1)]

@@ -77,6 +77,10 @@ SIDE_CHARGE = os.environ.get("KS_CLOCK_SIDE_CHARGE", "batch")
 # Every side's runner frozen (SIGSTOP) from the refill until just before its ping, as the candidate's always was,
 # so every side's ping includes the same wake-up; "0" freezes only the candidate's (before 2026-12-06).
 FREEZE_REFS = os.environ.get("KS_CLOCK_FREEZE_REFS", "1") != "0"
+# The candidate's batch credit. "batch": each batch credited its own overhead (its wall time beyond its own events),
+# at most the reference's (batch_times), so a batch's host jitter leaves with it. "low": one credit for every batch,
+# the fastest half of its overheads (before 2026-12-06: a batch slowed by the host read slower by all of it).
+CREDIT = os.environ.get("KS_CLOCK_CREDIT", "batch")
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,17 @@ def batch_credit(ref_overheads: list[float], cand_overheads: list[float], fixed:
         return charged, None
     own = low(cand_overheads)
     return min(charged, max(own, fixed)), own
+
+
+def batch_times(walls: list[float], owns: list[float | None], ref_overheads: list[float], fixed: float,
+                n: int) -> list[float]:
+    """The candidate's per-call time (ms) in each batch (CREDIT "batch"): its wall time (s) less that batch's own
+    overhead (`owns`: wall beyond its own event time; None where its events were missing or impossible), at least
+    `fixed` and at most what batch_credit allows on the reference's word. Its own word moves each batch's credit
+    only within the bounds batch_credit gives the whole loop: a forged event gains at most the reference's
+    overhead, as before, and an honest batch is timed by its events where the host's jitter made its wall long."""
+    cap, _ = batch_credit(ref_overheads, [], fixed)
+    return [max(w - (cap if o is None else min(cap, max(o, fixed))), 0.0) * 1e3 / n for w, o in zip(walls, owns)]
 
 
 def _nbytes(values) -> int:
@@ -233,6 +248,7 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
         side_steps: list[float] = []   # per batch: (candidate's ping + describe) - (the reference's)
         steps: dict[str, list] = {"pings_ms": [], "describes_ms": []}   # per batch, per side (the plan: why it moved)
         cand_walls: list[float] = []   # per batch: the candidate's batch on the judge's clock
+        cand_owns: list[float | None] = []   # per batch: its wall beyond its own event time (None: no valid events)
         # The whole loop holds the device alone, one exclusive lease. (Holding it only for each batch's timed steps, the
         # refills and checks under shared leases, was tried on an H200: 8.7 evaluations a minute against 11.2, the
         # timing loop 9.9 s an evaluation against 4.3, each batch queueing behind other candidates' exclusive work.)
@@ -267,7 +283,12 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                         ev_c = events.get("candidate")
                         if cuda and isinstance(ev_c, (int, float)) and 0.0 < ev_c / 1e3 <= t_batch:
                             cand_overheads.append(t_batch - ev_c / 1e3)
+                            cand_owns.append(t_batch - ev_c / 1e3)
+                        else:
+                            cand_owns.append(None)
                         per_call[name].append(max(t_batch - fixed, 0.0) * 1e3 / n)
+                        if cuda and CREDIT == "batch":   # the loop's stopping rule reads what will be reported
+                            per_call[name] = batch_times(cand_walls, cand_owns, overheads, fixed, n)
                     elif cuda and isinstance(events.get(name), (int, float)):
                         per_call[name].append(events[name] / n)
                     else:
@@ -293,7 +314,11 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
         if own is not None:
             plan["cand_overhead_ms"] = round(own * 1e3, 4)
         plan["charged_overhead_ms"] = round(charged * 1e3, 4)
-        per_call["candidate"] = [max(w - charged, 0.0) * 1e3 / n for w in cand_walls]
+        plan["credit"], plan["side_charge"], plan["refs_frozen"] = CREDIT, SIDE_CHARGE, FREEZE_REFS
+        if CREDIT == "batch":
+            per_call["candidate"] = batch_times(cand_walls, cand_owns, overheads, fixed, n)
+        else:
+            per_call["candidate"] = [max(w - charged, 0.0) * 1e3 / n for w in cand_walls]
     stage_s["timing_loop"] = round(time.perf_counter() - t_stage, 3)
     stage_s.update({f"timing_{k}": round(v, 3) for k, v in laps.items()})
     for name, r in sides.items():

@@ -1,7 +1,7 @@
 """The candidate's batch credit (judge/clock.batch_credit): its own event time can lower it, never raise it."""
 import pytest
 
-from kernelsearch.judge.clock import GRAPH_LAUNCH_CAP, batch_credit, candidate_figure, low
+from kernelsearch.judge.clock import GRAPH_LAUNCH_CAP, batch_credit, batch_times, candidate_figure, low
 
 MS = 1e-3
 FIXED = 0.1 * MS
@@ -102,3 +102,30 @@ def test_one_batchs_host_jitter_does_not_move_the_figure():
     _, old, _ = candidate_figure(per_call, [0.0, 3e-4, 3e-4, 0.0], N, how="median")
     _, new, _ = candidate_figure(per_call, [0.0, 3e-4, 3e-4, 0.0], N, how="batch")
     assert old == pytest.approx(T + 0.15e-3 * 1e3 / N) and new == pytest.approx(T)
+
+
+# Each batch's own credit (judge/clock.batch_times): its wall less its own overhead, within batch_credit's bounds.
+EV = 2.4 * MS   # an honest batch's event time (50 calls)
+
+
+def test_a_batch_slowed_by_the_host_is_credited_its_own_overhead():
+    """Host jitter made batch 2's wall 0.1 ms longer: with one credit for all it read 0.0019 ms a call slower; with
+    its own overhead credited every batch reads its event time. Beyond the reference's overhead it is not credited:
+    batch 3's 0.5 ms reads slower, by what exceeds the reference's 0.305 ms."""
+    owns = [0.20 * MS, 0.21 * MS, 0.29 * MS, 0.50 * MS, 0.19 * MS]
+    walls = [EV + o for o in owns]
+    times = batch_times(walls, owns, REF, FIXED, 50)
+    assert times[:3] + times[4:] == pytest.approx([EV * 1e3 / 50] * 4)
+    assert times[3] == pytest.approx((EV + 0.5 * MS - 0.305 * MS) * 1e3 / 50)
+    charged, _ = batch_credit(REF, owns, FIXED)
+    assert (walls[2] - charged) * 1e3 / 50 > EV * 1e3 / 50 + 0.0015
+
+
+@pytest.mark.parametrize("owns", [[1e9] * 4, [0.9 * MS] * 4, [None] * 4, [0.0] * 4])
+def test_forged_events_gain_no_more_than_the_reference_overhead(owns):
+    walls = [EV + 0.2 * MS] * 4
+    times = batch_times(walls, owns, REF, FIXED, 50)
+    floor = (EV + 0.2 * MS - min(max(low(REF), FIXED), FIXED + GRAPH_LAUNCH_CAP)) * 1e3 / 50
+    assert min(times) >= floor - 1e-12
+    if owns[0] == 0.0:   # events claiming the whole wall: credited only the empty batch's cost
+        assert times[0] == pytest.approx((EV + 0.2 * MS - FIXED) * 1e3 / 50)

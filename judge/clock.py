@@ -38,7 +38,7 @@ from typing import Callable, ContextManager
 
 import torch
 
-from kernelsearch.judge import wire
+from kernelsearch.judge import charges, wire
 from kernelsearch.judge.client import RunnerClient
 from kernelsearch.judge.conversation import Conversation
 from kernelsearch.judge.correctness import COMPARE_CHUNK, agreement, compare
@@ -57,7 +57,6 @@ MIN_CALLS = 2
 MIN_BATCHES, MAX_BATCHES = (int(v) for v in os.environ.get("KS_CLOCK_BATCHES", "4:12").split(":"))
 TARGET_SPREAD = float(os.environ.get("KS_CLOCK_TARGET_SPREAD", "0.02"))
 FIXED_COST_SAMPLES = 7
-GRAPH_LAUNCH_CAP = 0.5e-3      # s: the most a batch's graph launch and wake-up is credited beyond the empty batch
 PROBE_MS = 0.1                 # the quiet-device probe: a sleep kernel this long at the device's highest clock
 # a probe whose host wall time (launch to end) is over PROBE_SLACK x its length and 0.05 ms more shared the device.
 # H100, 40 probes of 0.1 ms: idle median 0.115 ms; beside a process spinning sleep kernels 0.265-0.323 ms (the
@@ -68,19 +67,9 @@ PROBE_BUSY_MS = PROBE_SLACK * PROBE_MS + 0.05   # the least of three probes over
 # bench/clock_spread_gpu.py, 8192 x 8191 fp32 softmax, 3 evaluations each, interleaved, the same kernel read
 # 0.1934-0.1940 ms asleep (0.34 %) and 0.1954-0.2011 ms with 50 ms of polling (2.89 %).)
 PROBE_TRIES = 20               # re-probed every 50 ms before the device counts as busy
-# How the candidate's side steps (its ping and describe beyond the reference's, and on the CPU its inputs' delivery)
-# are charged. "batch": each batch's own, at least 0, added to that batch's time before the fastest half is taken, so
-# a batch whose work moved into its describe pays for it in that batch. "median": the median over batches added to
-# the candidate's figure (before 2026-12-06; work moved in every other batch then paid half, since the fastest half
-# of the batches were the ones whose work had moved).
-SIDE_CHARGE = os.environ.get("KS_CLOCK_SIDE_CHARGE", "batch")
 # Every side's runner frozen (SIGSTOP) from the refill until just before its ping, as the candidate's always was,
 # so every side's ping includes the same wake-up; "0" freezes only the candidate's (before 2026-12-06).
 FREEZE_REFS = os.environ.get("KS_CLOCK_FREEZE_REFS", "1") != "0"
-# The candidate's batch credit. "batch": each batch credited its own overhead (its wall time beyond its own events),
-# at most the reference's (batch_times), so a batch's host jitter leaves with it. "low": one credit for every batch,
-# the fastest half of its overheads (before 2026-12-06: a batch slowed by the host read slower by all of it).
-CREDIT = os.environ.get("KS_CLOCK_CREDIT", "batch")
 
 
 @dataclass(frozen=True)
@@ -101,48 +90,6 @@ class TimingResult:
     def timing_case(self) -> str:
         """The timed case, described."""
         return self.case.describe()
-
-
-def low(v: list[float]) -> float:
-    """The median of the fastest half of `v` (its lower half, the middle one included where odd): a reading whose
-    noise only adds (host jitter on a wall clock) is estimated by its low end, and one lucky reading does not decide."""
-    s = sorted(v)
-    return statistics.median(s[:(len(s) + 1) // 2])
-
-
-def spread(v: list[float]) -> float:
-    """(max - min) / median; infinite with fewer than two readings."""
-    if len(v) < 2:
-        return float("inf")
-    med = statistics.median(v)
-    return (max(v) - min(v)) / med if med > 0 else 0.0
-
-
-def batch_credit(ref_overheads: list[float], cand_overheads: list[float], fixed: float) -> tuple[float, float | None]:
-    """What a candidate's batch is credited (s), and its own runner's overhead (median; None without readings).
-
-    The reference's overhead (its wall time beyond its CUDA-event time, `low` over batches), at least `fixed` (an
-    empty batch's round trip) and at most GRAPH_LAUNCH_CAP more. The candidate's runner records CUDA events around its
-    batch exactly as the reference's does (the same host work on both sides); its event time is its own word, so it
-    can only lower the credit: an honest runner whose overhead is below the reference's is charged its own (on an H200
-    the reference's overhead exceeded the candidate's by 3-6 % of a batch, and the candidate read that much fast),
-    and a forged event time moves the credit between `fixed` and the reference's overhead, never beyond."""
-    charged = min(max(low(ref_overheads), fixed), fixed + GRAPH_LAUNCH_CAP)
-    if not cand_overheads:
-        return charged, None
-    own = low(cand_overheads)
-    return min(charged, max(own, fixed)), own
-
-
-def batch_times(walls: list[float], owns: list[float | None], ref_overheads: list[float], fixed: float,
-                n: int) -> list[float]:
-    """The candidate's per-call time (ms) in each batch (CREDIT "batch"): its wall time (s) less that batch's own
-    overhead (`owns`: wall beyond its own event time; None where its events were missing or impossible), at least
-    `fixed` and at most what batch_credit allows on the reference's word. Its own word moves each batch's credit
-    only within the bounds batch_credit gives the whole loop: a forged event gains at most the reference's
-    overhead, as before, and an honest batch is timed by its events where the host's jitter made its wall long."""
-    cap, _ = batch_credit(ref_overheads, [], fixed)
-    return [max(w - (cap if o is None else min(cap, max(o, fixed))), 0.0) * 1e3 / n for w, o in zip(walls, owns)]
 
 
 def _nbytes(values) -> int:
@@ -287,8 +234,8 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                         else:
                             cand_owns.append(None)
                         per_call[name].append(max(t_batch - fixed, 0.0) * 1e3 / n)
-                        if cuda and CREDIT == "batch":   # the loop's stopping rule reads what will be reported
-                            per_call[name] = batch_times(cand_walls, cand_owns, overheads, fixed, n)
+                        if cuda and charges.CREDIT == "batch":   # the loop's stopping rule reads what will be reported
+                            per_call[name] = charges.batch_times(cand_walls, cand_owns, overheads, fixed, n)
                     elif cuda and isinstance(events.get(name), (int, float)):
                         per_call[name].append(events[name] / n)
                     else:
@@ -298,8 +245,9 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                        chunk)
                 laps["check"] += time.perf_counter() - t_lap
                 del cand_reply, cand_bufs, eager_outs
-                if b + 1 >= batches[0] and all(spread(_charged(v, side_steps, n) if k == "candidate" else v)
-                                               <= TARGET_SPREAD for k, v in per_call.items()):
+                read = {k: charges.charged_times(v, side_steps, n) if k == "candidate" else v
+                        for k, v in per_call.items()}
+                if b + 1 >= batches[0] and all(charges.spread(v) <= TARGET_SPREAD for v in read.values()):
                     break
     plan["overhead_ms"] = round(statistics.median(overheads) * 1e3, 4) if overheads else None
     if cuda and overheads and cand_walls:
@@ -310,13 +258,13 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
         # do_bench). The reference's runner is trusted and never loaded the candidate: a candidate gains at most
         # what an honest runner pays, and never more than GRAPH_LAUNCH_CAP beyond the empty batch (work of the
         # candidate's still on the device while the reference's batch waits would otherwise be credited to it).
-        charged, own = batch_credit(overheads, cand_overheads, fixed)
+        charged, own = charges.batch_credit(overheads, cand_overheads, fixed)
         if own is not None:
             plan["cand_overhead_ms"] = round(own * 1e3, 4)
         plan["charged_overhead_ms"] = round(charged * 1e3, 4)
         plan["credit"], plan["side_charge"], plan["refs_frozen"] = CREDIT, SIDE_CHARGE, FREEZE_REFS
-        if CREDIT == "batch":
-            per_call["candidate"] = batch_times(cand_walls, cand_owns, overheads, fixed, n)
+        if charges.CREDIT == "batch":
+            per_call["candidate"] = charges.batch_times(cand_walls, cand_owns, overheads, fixed, n)
         else:
             per_call["candidate"] = [max(w - charged, 0.0) * 1e3 / n for w in cand_walls]
     stage_s["timing_loop"] = round(time.perf_counter() - t_stage, 3)
@@ -326,12 +274,12 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
             r.close()
     del views
     # a ping or a describe that takes the candidate longer than the reference is charged: work done then (outputs
-    # computed early or late) is on the clock (SIDE_CHARGE above says how)
+    # computed early or late) is on the clock (judge/charges.py says how)
     plan["side_steps_ms"] = [round(v * 1e3, 4) for v in side_steps]
     plan.update(steps)
-    per_call["candidate"], cand_ms, charge = candidate_figure(per_call["candidate"], side_steps, n)
+    per_call["candidate"], cand_ms, charge = charges.candidate_figure(per_call["candidate"], side_steps, n)
     plan["side_step_charge_ms"] = round(charge, 5)
-    med = {k: low(v) for k, v in per_call.items()}   # every side by the same estimator
+    med = {k: charges.low(v) for k, v in per_call.items()}   # every side by the same estimator
     med["candidate"] = cand_ms
     cand_ms, compile_ms = med["candidate"], med.get("compile")
     return TimingResult(
@@ -339,31 +287,9 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
         compile_ref_time_ms=compile_ms,
         speedup_compile=compile_ms / cand_ms if compile_ms is not None and cand_ms > 0 else None,
         case=case, in_bytes=in_bytes, out_bytes=out_bytes,
-        timings={k: {"median_ms": med[k], "spread": spread(v), "batches": len(v), "calls_per_batch": n,
+        timings={k: {"median_ms": med[k], "spread": charges.spread(v), "batches": len(v), "calls_per_batch": n,
                      "min_ms": min(v), "max_ms": max(v)} for k, v in per_call.items()},
         ceilings=ceil)
-
-
-def candidate_figure(per_call: list[float], side_steps: list[float], n: int,
-                     how: str | None = None) -> tuple[list[float], float, float]:
-    """The candidate's per-batch times (ms a call) as reported, its figure (ms a call) and the side-step charge (ms a
-    call; under "batch" the median of the batches' charges, for the plan). `side_steps` are each batch's (s)."""
-    how = how or SIDE_CHARGE
-    if not side_steps:
-        return per_call, low(per_call), 0.0
-    if how == "median":
-        charge = max(0.0, statistics.median(side_steps)) * 1e3 / n
-        return per_call, low(per_call) + charge, charge
-    charged = _charged(per_call, side_steps, n, how)
-    return charged, low(charged), statistics.median(max(0.0, v) for v in side_steps) * 1e3 / n
-
-
-def _charged(per_call: list[float], side_steps: list[float], n: int, how: str | None = None) -> list[float]:
-    """The candidate's per-call times (ms) with each batch's side steps (s, at least 0) charged to that batch
-    (SIDE_CHARGE "batch"); unchanged under "median", where they are charged once after the loop."""
-    if (how or SIDE_CHARGE) == "median":
-        return per_call
-    return [t + max(0.0, s) * 1e3 / n for t, s in zip(per_call, side_steps)]
 
 
 def _timed_batch(talk: Conversation, sides: dict, b: int, n: int):

@@ -390,7 +390,7 @@ class Runner:
             raise _Failure("call", err) from None
         # events are recorded on every side, so each runner does the same host work around its batch; the judge
         # trusts a reference's (reference code) to tell the wall clock's overhead from the device time, and lets the
-        # candidate's (its word) only lower the candidate's credit (judge/clock.batch_credit)
+        # candidate's (its word) only lower the candidate's credit (judge/charges.batch_credit)
         return {"done": n, "event_ms": start.elapsed_time(end) if timed else None,
                 "guard": self.guard.changed() if self.guard else []}
 

@@ -1,7 +1,7 @@
-"""The candidate's batch credit (judge/clock.batch_credit): its own event time can lower it, never raise it."""
+"""The candidate's batch credit (judge/charges.batch_credit): its own event time can lower it, never raise it."""
 import pytest
 
-from kernelsearch.judge.clock import GRAPH_LAUNCH_CAP, batch_credit, batch_times, candidate_figure, low
+from kernelsearch.judge.charges import GRAPH_LAUNCH_CAP, batch_credit, batch_times, candidate_figure, low
 
 MS = 1e-3
 FIXED = 0.1 * MS
@@ -71,7 +71,7 @@ def test_the_candidates_input_delivery_on_the_cpu_is_timed_per_side():
     assert sides["eager"].frozen == clock.FREEZE_REFS   # every side frozen alike until its ping
 
 
-# The side steps (judge/clock.candidate_figure): a candidate's ping and describe beyond the reference's, per batch.
+# The side steps (judge/charges.candidate_figure): a candidate's ping and describe beyond the reference's, per batch.
 T, W, N = 0.050, 2.0e-3, 50   # an honest batch's time a call (ms); work moved into a describe (s a batch); calls
 
 
@@ -104,7 +104,7 @@ def test_one_batchs_host_jitter_does_not_move_the_figure():
     assert old == pytest.approx(T + 0.15e-3 * 1e3 / N) and new == pytest.approx(T)
 
 
-# Each batch's own credit (judge/clock.batch_times): its wall less its own overhead, within batch_credit's bounds.
+# Each batch's own credit (judge/charges.batch_times): its wall less its own overhead, within batch_credit's bounds.
 EV = 2.4 * MS   # an honest batch's event time (50 calls)
 
 

@@ -1,0 +1,89 @@
+"""What the judge's clock charges the candidate (judge/clock.py times the batches): each batch's credit for the
+runner's overhead, each batch's side steps, and the figure over batches.
+
+Every batch is read on the judge's wall clock. The candidate's runner is untrusted, so what it reports (its CUDA-event
+time) can only lower its credit, never raise it beyond the trusted reference's overhead (`batch_credit`); each batch
+is credited its own overhead within those bounds (`batch_times`) and pays its own side steps (`candidate_figure`),
+and the figure is the median of the fastest half of the batches (`low`): host jitter only adds to a wall-clock
+reading, and a batch whose work moved out of the timed window pays for it in that same batch.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+
+GRAPH_LAUNCH_CAP = 0.5e-3      # s: the most a batch's graph launch and wake-up is credited beyond the empty batch
+# How the candidate's side steps (its ping and describe beyond the reference's, and on the CPU its inputs' delivery)
+# are charged. "batch": each batch's own, at least 0, added to that batch's time before the fastest half is taken, so
+# a batch whose work moved into its describe pays for it in that batch. "median": the median over batches added to
+# the candidate's figure (before 2026-12-06; work moved in every other batch then paid half, since the fastest half
+# of the batches were the ones whose work had moved).
+SIDE_CHARGE = os.environ.get("KS_CLOCK_SIDE_CHARGE", "batch")
+# The candidate's batch credit. "batch": each batch credited its own overhead (its wall time beyond its own events),
+# at most the reference's (batch_times), so a batch's host jitter leaves with it. "low": one credit for every batch,
+# the fastest half of its overheads (before 2026-12-06: a batch slowed by the host read slower by all of it).
+CREDIT = os.environ.get("KS_CLOCK_CREDIT", "batch")
+
+
+def low(v: list[float]) -> float:
+    """The median of the fastest half of `v` (its lower half, the middle one included where odd): a reading whose
+    noise only adds (host jitter on a wall clock) is estimated by its low end, and one lucky reading does not decide."""
+    s = sorted(v)
+    return statistics.median(s[:(len(s) + 1) // 2])
+
+
+def spread(v: list[float]) -> float:
+    """(max - min) / median; infinite with fewer than two readings."""
+    if len(v) < 2:
+        return float("inf")
+    med = statistics.median(v)
+    return (max(v) - min(v)) / med if med > 0 else 0.0
+
+
+def batch_credit(ref_overheads: list[float], cand_overheads: list[float], fixed: float) -> tuple[float, float | None]:
+    """What a candidate's batch is credited (s), and its own runner's overhead (median; None without readings).
+
+    The reference's overhead (its wall time beyond its CUDA-event time, `low` over batches), at least `fixed` (an
+    empty batch's round trip) and at most GRAPH_LAUNCH_CAP more. The candidate's runner records CUDA events around its
+    batch exactly as the reference's does (the same host work on both sides); its event time is its own word, so it
+    can only lower the credit: an honest runner whose overhead is below the reference's is charged its own (on an H200
+    the reference's overhead exceeded the candidate's by 3-6 % of a batch, and the candidate read that much fast),
+    and a forged event time moves the credit between `fixed` and the reference's overhead, never beyond."""
+    charged = min(max(low(ref_overheads), fixed), fixed + GRAPH_LAUNCH_CAP)
+    if not cand_overheads:
+        return charged, None
+    own = low(cand_overheads)
+    return min(charged, max(own, fixed)), own
+
+
+def batch_times(walls: list[float], owns: list[float | None], ref_overheads: list[float], fixed: float,
+                n: int) -> list[float]:
+    """The candidate's per-call time (ms) in each batch (CREDIT "batch"): its wall time (s) less that batch's own
+    overhead (`owns`: wall beyond its own event time; None where its events were missing or impossible), at least
+    `fixed` and at most what batch_credit allows on the reference's word. Its own word moves each batch's credit
+    only within the bounds batch_credit gives the whole loop: a forged event gains at most the reference's
+    overhead, as before, and an honest batch is timed by its events where the host's jitter made its wall long."""
+    cap, _ = batch_credit(ref_overheads, [], fixed)
+    return [max(w - (cap if o is None else min(cap, max(o, fixed))), 0.0) * 1e3 / n for w, o in zip(walls, owns)]
+
+
+def candidate_figure(per_call: list[float], side_steps: list[float], n: int,
+                     how: str | None = None) -> tuple[list[float], float, float]:
+    """The candidate's per-batch times (ms a call) as reported, its figure (ms a call) and the side-step charge (ms a
+    call; under "batch" the median of the batches' charges, for the plan). `side_steps` are each batch's (s)."""
+    how = how or SIDE_CHARGE
+    if not side_steps:
+        return per_call, low(per_call), 0.0
+    if how == "median":
+        charge = max(0.0, statistics.median(side_steps)) * 1e3 / n
+        return per_call, low(per_call) + charge, charge
+    charged = charged_times(per_call, side_steps, n, how)
+    return charged, low(charged), statistics.median(max(0.0, v) for v in side_steps) * 1e3 / n
+
+
+def charged_times(per_call: list[float], side_steps: list[float], n: int, how: str | None = None) -> list[float]:
+    """The candidate's per-call times (ms) with each batch's side steps (s, at least 0) charged to that batch
+    (SIDE_CHARGE "batch"); unchanged under "median", where they are charged once after the loop."""
+    if (how or SIDE_CHARGE) == "median":
+        return per_call
+    return [t + max(0.0, s) * 1e3 / n for t, s in zip(per_call, side_steps)]

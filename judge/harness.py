@@ -156,8 +156,7 @@ class Judge(OffRangeChecks):
         if self.mode == "cuda" and self.language == "triton":
             self._warm(cases)
         for case in cases:
-            with self.lease("shared"):
-                self._check_case(case)
+            self._check_case(case)   # a shared lease a trial: a timing waiting for the device waits for one trial
         if self.s.retime:
             return
         if not self.problem.builtin:   # a family draws signed inputs of its own; a problem file draws torch.rand
@@ -207,31 +206,36 @@ class Judge(OffRangeChecks):
     def _check_case(self, case: Case) -> None:
         atol, rtol = self.problem.tolerance(case)
         for trial in range(self.s.trials):
-            seed = derive_seed(self.secret, case.name, trial)
-            ref = self.talk.build(case, seed, "correctness", [(self.cand, "eager")])
-            self.mem.doing = f"building the inputs of {case.describe()}"
-            inputs = self.problem.build_inputs(case, seed, self.device)
-            plan = self.mem.plan(self.problem, case, ref, inputs)
-            views = self.talk.put(self.cand, 0, inputs, "correctness")
-            # the candidate runs before any reference output exists, in a process that cannot see them anyway
-            t_call = time.perf_counter()
-            got = self._call(0, inputs, views, "ModelNew.forward")
-            self._add_s("candidate_calls", t_call)
-            t_ref = time.perf_counter()
-            self.mem.doing = f"computing the {plan.reference} reference of {case.describe()}"
-            want, want_hi = references(ref, inputs, plan.hi or NATIVE)
-            self._add_s("references", t_ref)
-            self.mem.doing = f"comparing the outputs of {case.describe()} (chunks of {plan.chunk:,} elements)"
-            cmp = self._judge_values(case, got, want, want_hi, atol, rtol, plan.chunk,
-                                     sums=(ref, inputs, plan.hi or torch.float64))
-            self.detail["cases"].append({"case": case.describe(), "trial": trial, "ok": cmp.ok,
-                                         "max_abs": cmp.max_abs, "max_rel": cmp.max_rel,
-                                         **({"judged_by": "eager's own error"} if case.name in self._eager_decided
-                                            else {})})
-            if not cmp.ok:
-                raise CandidateFailure(Status.incorrect, f"case {case.describe()} trial {trial}: {cmp.reason}"
-                                       f"{self._precision_note(case)}", cmp.detail or None, stage="correctness")
-            del got, want, want_hi
+            with self.lease("shared"):
+                self._check_trial(case, trial, atol, rtol)
+
+    def _check_trial(self, case: Case, trial: int, atol: float, rtol: float) -> None:
+        """One trial of a case: fresh inputs from the trial's seed, the candidate's call, the reference, the compare."""
+        seed = derive_seed(self.secret, case.name, trial)
+        ref = self.talk.build(case, seed, "correctness", [(self.cand, "eager")])
+        self.mem.doing = f"building the inputs of {case.describe()}"
+        inputs = self.problem.build_inputs(case, seed, self.device)
+        plan = self.mem.plan(self.problem, case, ref, inputs)
+        views = self.talk.put(self.cand, 0, inputs, "correctness")
+        # the candidate runs before any reference output exists, in a process that cannot see them anyway
+        t_call = time.perf_counter()
+        got = self._call(0, inputs, views, "ModelNew.forward")
+        self._add_s("candidate_calls", t_call)
+        t_ref = time.perf_counter()
+        self.mem.doing = f"computing the {plan.reference} reference of {case.describe()}"
+        want, want_hi = references(ref, inputs, plan.hi or NATIVE)
+        self._add_s("references", t_ref)
+        self.mem.doing = f"comparing the outputs of {case.describe()} (chunks of {plan.chunk:,} elements)"
+        cmp = self._judge_values(case, got, want, want_hi, atol, rtol, plan.chunk,
+                                 sums=(ref, inputs, plan.hi or torch.float64))
+        self.detail["cases"].append({"case": case.describe(), "trial": trial, "ok": cmp.ok,
+                                     "max_abs": cmp.max_abs, "max_rel": cmp.max_rel,
+                                     **({"judged_by": "eager's own error"} if case.name in self._eager_decided
+                                        else {})})
+        if not cmp.ok:
+            raise CandidateFailure(Status.incorrect, f"case {case.describe()} trial {trial}: {cmp.reason}"
+                                   f"{self._precision_note(case)}", cmp.detail or None, stage="correctness")
+        del got, want, want_hi
 
     def _judge_values(self, case: Case, got, want, want_hi, atol: float, rtol: float, chunk: int,
                       sums: tuple | None = None):
@@ -352,14 +356,19 @@ class Judge(OffRangeChecks):
     # -- helpers --------------------------------------------------------------------------------------------
     def _waits_counted(self, lease: Callable[[str], ContextManager]) -> Callable[[str], ContextManager]:
         """`lease`, with the time spent waiting for each kind summed into stage_s (`wait_shared`, `wait_exclusive`,
-        `wait_timing`): where an evaluation's wall time goes while others hold the device."""
+        `wait_timing`), and the longest hold of each (`hold_max_*`): where an evaluation's wall time goes while others
+        hold the device."""
         @contextlib.contextmanager
         def counted(kind: str):
             t0 = time.perf_counter()
             with lease(kind):
                 st = self.detail.setdefault("stage_s", {})
-                st[f"wait_{kind}"] = round(st.get(f"wait_{kind}", 0.0) + time.perf_counter() - t0, 3)
-                yield
+                t1 = time.perf_counter()
+                st[f"wait_{kind}"] = round(st.get(f"wait_{kind}", 0.0) + t1 - t0, 3)
+                try:
+                    yield
+                finally:   # the longest hold: what a timing waiting for the device waits for, at worst
+                    st[f"hold_max_{kind}"] = round(max(st.get(f"hold_max_{kind}", 0.0), time.perf_counter() - t1), 3)
         return counted
 
     def _add_s(self, key: str, since: float) -> None:

@@ -179,6 +179,12 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                     reply, _ = talk.ask(r, {"op": "graph", "slots": list(range(n))}, "capturing a CUDA graph", "timing")
                     plan["graphs"][name] = True if reply.get("graph") else f"no: {str(reply.get('why'))[:200]}"
                 talk.ask(r, {"op": "batch", "slots": list(range(n)), "n": n}, "a priming batch", "timing")
+                if cuda:   # a ping and a describe, untimed: each side's first ones cost more than every later one
+                    # (H100, rmsnorm: the candidate's first ping 10 ms against 0.3 later, its first describe 4 ms
+                    # against 0.5: the first torch op in its process loads its module; the outputs' first IPC
+                    # export), which made the first timed batch read 5x slow and every loop run all 12 batches
+                    talk.ask(r, {"op": "ping"}, "a priming ping", "timing")
+                    talk.ask(r, {"op": "describe"}, "describing the priming batch", "timing")
             del first
             fixed = 0.0
             if cuda:   # the fixed cost of a batch, on the reference's runner: an empty batch's round trip
@@ -262,7 +268,7 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
         if own is not None:
             plan["cand_overhead_ms"] = round(own * 1e3, 4)
         plan["charged_overhead_ms"] = round(charged * 1e3, 4)
-        plan["credit"], plan["side_charge"], plan["refs_frozen"] = CREDIT, SIDE_CHARGE, FREEZE_REFS
+        plan["credit"], plan["side_charge"], plan["refs_frozen"] = charges.CREDIT, charges.SIDE_CHARGE, FREEZE_REFS
         if charges.CREDIT == "batch":
             per_call["candidate"] = charges.batch_times(cand_walls, cand_owns, overheads, fixed, n)
         else:

@@ -758,14 +758,14 @@ def add_evaluation(s: Session, row: Evaluation) -> Evaluation:
 
 
 # -- exports (`kernelsearch export`) -------------------------------------------------------------------------------
-def add_export(session: Session, row: "KernelExport") -> int:
+def add_export(session: Session, row: "KernelExport") -> int:  # noqa: F821 - imported where used
     """Record one export of a kernel (its files' checksum); returns the row's id."""
     session.add(row)
     session.flush()
     return row.id
 
 
-def exports_of(session: Session, kernel_id: int) -> list["KernelExport"]:
+def exports_of(session: Session, kernel_id: int) -> list["KernelExport"]:  # noqa: F821
     """The recorded exports of a kernel, oldest first."""
     from kernelsearch.store.models import KernelExport
 

@@ -84,7 +84,8 @@ def _brief(r: dict) -> str:
         s += f" [{r.get('stage')}] {str(r.get('reason') or r.get('error_text') or '')[:300]}"
     d = r.get("detail") or {}
     stages = " ".join(f"{k}={v:.2f}" for k, v in (d.get("stage_s") or {}).items())
-    return s + f" (wall {r.get('wall_s', 0):.1f} s; lease wait {d.get('lease_wait_s', 0):.2f}; {stages})"
+    held = "; longest holds end in: " + str(d["longest_hold"])[:300] if d.get("longest_hold") else ""
+    return s + f" (wall {r.get('wall_s', 0):.1f} s; lease wait {d.get('lease_wait_s', 0):.2f}; {stages}{held})"
 
 
 def _stage_means(results: list[dict]) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import sys
 import time
 from typing import Callable, ContextManager
 
@@ -361,6 +362,7 @@ class Judge(OffRangeChecks):
         @contextlib.contextmanager
         def counted(kind: str):
             t0 = time.perf_counter()
+            caller = sys._getframe(2).f_code.co_name   # the judge's step that asked (counted <- __enter__ <- it)
             with lease(kind):
                 st = self.detail.setdefault("stage_s", {})
                 t1 = time.perf_counter()
@@ -368,7 +370,10 @@ class Judge(OffRangeChecks):
                 try:
                     yield
                 finally:   # the longest hold: what a timing waiting for the device waits for, at worst
-                    st[f"hold_max_{kind}"] = round(max(st.get(f"hold_max_{kind}", 0.0), time.perf_counter() - t1), 3)
+                    held = time.perf_counter() - t1
+                    if held > st.get(f"hold_max_{kind}", 0.0):
+                        st[f"hold_max_{kind}"] = round(held, 3)
+                        self.detail.setdefault("longest_hold", {})[kind] = f"{caller}: {self.mem.doing}"
         return counted
 
     def _add_s(self, key: str, since: float) -> None:

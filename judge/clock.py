@@ -251,9 +251,7 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                        chunk)
                 laps["check"] += time.perf_counter() - t_lap
                 del cand_reply, cand_bufs, eager_outs
-                read = {k: charges.charged_times(v, side_steps, n) if k == "candidate" else v
-                        for k, v in per_call.items()}
-                if b + 1 >= batches[0] and all(charges.spread(v) <= TARGET_SPREAD for v in read.values()):
+                if b + 1 >= batches[0] and all(charges.spread(v) <= TARGET_SPREAD for v in per_call.values()):
                     break
     plan["overhead_ms"] = round(statistics.median(overheads) * 1e3, 4) if overheads else None
     if cuda and overheads and cand_walls:

@@ -84,7 +84,7 @@ def test_work_moved_into_every_other_describe_pays_for_it_in_its_batch():
     _, old, _ = candidate_figure(per_call, steps, N, how="median")
     assert old < 0.8 * T   # the hole: under "median" it read faster than it is
     _, new, charge = candidate_figure(per_call, steps, N, how="batch")
-    assert new == pytest.approx(T) and charge == pytest.approx(W * 1e3 / N / 2)
+    assert new == pytest.approx(T) and charge == pytest.approx(W * 1e3 / N)
 
 
 def test_an_honest_candidates_side_steps_below_the_references_cost_it_nothing():
@@ -93,15 +93,23 @@ def test_an_honest_candidates_side_steps_below_the_references_cost_it_nothing():
     assert times == per_call and figure == pytest.approx(low(per_call)) and charge == 0.0
 
 
-def test_one_batchs_host_jitter_does_not_move_the_figure():
-    """A describe that took 0.3 ms longer in one batch of four (host jitter) moves only that batch, which the
-    fastest half leaves out; the median charge of before added it to the figure whenever two batches had it."""
-    per_call = [T] * 4
-    _, figure, _ = candidate_figure(per_call, [0.0, 3e-4, 0.0, 0.0], N, how="batch")
-    assert figure == pytest.approx(T)
-    _, old, _ = candidate_figure(per_call, [0.0, 3e-4, 3e-4, 0.0], N, how="median")
-    _, new, _ = candidate_figure(per_call, [0.0, 3e-4, 3e-4, 0.0], N, how="batch")
-    assert old == pytest.approx(T + 0.15e-3 * 1e3 / N) and new == pytest.approx(T)
+def test_honest_noise_in_the_side_steps_is_not_charged_batch_by_batch():
+    """Pings and describes varying +-0.3 ms a batch around the reference's (an H100 host, 2026-12-06), the batches'
+    own times varying too: clipped at 0 and added batch by batch (tried first) the noise cost an honest rmsnorm up
+    to 6 %; here the figure is the batches' fastest half, as with no side steps at all."""
+    per_call = [T * (1 + 0.01 * ((k * 7) % 5 - 2)) for k in range(12)]
+    steps = [3e-4, -3e-4, 2e-4, -2e-4, 1e-4, -1e-4, -3e-4, 3e-4, -2e-4, 2e-4, -1e-4, 1e-4]
+    _, figure, charge = candidate_figure(per_call, steps, N, how="batch")
+    clipped = low([t + max(0.0, s) * 1e3 / N for t, s in zip(per_call, steps)])
+    assert figure == pytest.approx(low(per_call)) and charge == pytest.approx(0.0) and clipped > low(per_call)
+
+
+@pytest.mark.parametrize("steps", [[3e-4, 0.0, 3e-4, 0.0], [W, W, W, W], [W, -1e-3, W, -1e-3]])
+def test_the_figure_is_never_below_the_median_charge(steps):
+    per_call = [T - (s * 1e3 / N if s > 0 else 0.0) for s in steps]
+    _, new, _ = candidate_figure(per_call, steps, N, how="batch")
+    _, old, _ = candidate_figure(per_call, steps, N, how="median")
+    assert new >= old - 1e-12
 
 
 # Each batch's own credit (judge/charges.batch_times): its wall less its own overhead, within batch_credit's bounds.

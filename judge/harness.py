@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import sys
 import time
 from typing import Callable, ContextManager
 
@@ -49,6 +48,7 @@ from kernelsearch.judge.seeds import derive_seed
 from kernelsearch.judge.settings import EvalSettings
 from kernelsearch.judge.static import check_source
 from kernelsearch.judge.status import CandidateFailure, Status
+from kernelsearch.judge.waits import counted
 
 FLOOR_SLACK = 0.95             # a time below 95 % of the I/O floor is impossible
 STABILITY_SHARED_BYTES = 1 << 30   # a case's inputs up to this size are checked for stability beside other checks
@@ -73,7 +73,7 @@ class Judge(OffRangeChecks):
         self.problem, self.source, self.s = problem, source, settings
         self.mode, self.secret = mode, seed
         self.device = "cuda" if mode == "cuda" else "cpu"
-        self.lease = self._waits_counted(lease)
+        self.lease = counted(lease, self)   # each kind's waits and longest hold in detail (judge/waits.py)
         self.candidate_path = candidate_path
         self.candidate_user = candidate_user   # {"uid", "home"} of the candidate's runner, where it has its own user
         self._case_bytes: dict[str, int] = {}   # a case's input bytes, as drawn by the correctness stage
@@ -355,27 +355,6 @@ class Judge(OffRangeChecks):
                           detail=self.detail)
 
     # -- helpers --------------------------------------------------------------------------------------------
-    def _waits_counted(self, lease: Callable[[str], ContextManager]) -> Callable[[str], ContextManager]:
-        """`lease`, with the time spent waiting for each kind summed into stage_s (`wait_shared`, `wait_exclusive`,
-        `wait_timing`), and the longest hold of each (`hold_max_*`): where an evaluation's wall time goes while others
-        hold the device."""
-        @contextlib.contextmanager
-        def counted(kind: str):
-            t0 = time.perf_counter()
-            caller = sys._getframe(2).f_code.co_name   # the judge's step that asked (counted <- __enter__ <- it)
-            with lease(kind):
-                st = self.detail.setdefault("stage_s", {})
-                t1 = time.perf_counter()
-                st[f"wait_{kind}"] = round(st.get(f"wait_{kind}", 0.0) + t1 - t0, 3)
-                try:
-                    yield
-                finally:   # the longest hold: what a timing waiting for the device waits for, at worst
-                    held = time.perf_counter() - t1
-                    if held > st.get(f"hold_max_{kind}", 0.0):
-                        st[f"hold_max_{kind}"] = round(held, 3)
-                        self.detail.setdefault("longest_hold", {})[kind] = f"{caller}: {self.mem.doing}"
-        return counted
-
     def _add_s(self, key: str, since: float) -> None:
         st = self.detail.setdefault("stage_s", {})
         st[f"in_{key}"] = round(st.get(f"in_{key}", 0.0) + time.perf_counter() - since, 3)

@@ -28,6 +28,9 @@ from kernelsearch.model.verify import rel_error
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = Path(__file__).resolve().parent / "fixtures" / "norm_softmax_model.py"
 NORM, SOFTMAX = "rmsnorm-32x64-float32", "softmax-128x16-float32"
+# the module's fixture runs a whole model search on the interpreter (33 s of `make test`'s 10 min on two cores):
+# with the slow tests, which CI runs after `make test`
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

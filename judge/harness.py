@@ -213,11 +213,13 @@ class Judge(OffRangeChecks):
     def _check_trial(self, case: Case, trial: int, atol: float, rtol: float) -> None:
         """One trial of a case: fresh inputs from the trial's seed, the candidate's call, the reference, the compare."""
         seed = derive_seed(self.secret, case.name, trial)
+        t_build = time.perf_counter()   # in_build: the models, the inputs, their plan and delivery (a shared hold)
         ref = self.talk.build(case, seed, "correctness", [(self.cand, "eager")])
         self.mem.doing = f"building the inputs of {case.describe()}"
         inputs = self.problem.build_inputs(case, seed, self.device)
         plan = self.mem.plan(self.problem, case, ref, inputs)
         views = self.talk.put(self.cand, 0, inputs, "correctness")
+        self._add_s("build", t_build)
         # the candidate runs before any reference output exists, in a process that cannot see them anyway
         t_call = time.perf_counter()
         got = self._call(0, inputs, views, "ModelNew.forward")
@@ -227,8 +229,10 @@ class Judge(OffRangeChecks):
         want, want_hi = references(ref, inputs, plan.hi or NATIVE)
         self._add_s("references", t_ref)
         self.mem.doing = f"comparing the outputs of {case.describe()} (chunks of {plan.chunk:,} elements)"
+        t_cmp = time.perf_counter()
         cmp = self._judge_values(case, got, want, want_hi, atol, rtol, plan.chunk,
                                  sums=(ref, inputs, plan.hi or torch.float64))
+        self._add_s("compare", t_cmp)
         self.detail["cases"].append({"case": case.describe(), "trial": trial, "ok": cmp.ok,
                                      "max_abs": cmp.max_abs, "max_rel": cmp.max_rel,
                                      **({"judged_by": "eager's own error"} if case.name in self._eager_decided

@@ -197,11 +197,12 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                 plan["fixed_ms"] = round(fixed * 1e3, 4)
         per_call: dict[str, list[float]] = {k: [] for k in sides}
         overheads: list[float] = []
-        cand_overheads: list[float] = []   # per batch: the candidate's wall time beyond its own (untrusted) event time
         side_steps: list[float] = []   # per batch: (candidate's ping + describe) - (the reference's)
         steps: dict[str, list] = {"pings_ms": [], "describes_ms": []}   # per batch, per side (the plan: why it moved)
         cand_walls: list[float] = []   # per batch: the candidate's batch on the judge's clock
-        cand_owns: list[float | None] = []   # per batch: its wall beyond its own event time (None: no valid events)
+        # per batch: the candidate's wall time beyond its own (untrusted) event time; None where its events were
+        # missing or impossible
+        cand_owns: list[float | None] = []
         # The whole loop holds the device alone, one exclusive lease. (Holding it only for each batch's timed steps, the
         # refills and checks under shared leases, was tried on an H200: 8.7 evaluations a minute against 11.2, the
         # timing loop 9.9 s an evaluation against 4.3, each batch queueing behind other candidates' exclusive work.)
@@ -234,14 +235,12 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                                           + delivery.get("candidate", 0.0) - delivery.get("eager", 0.0))
                         cand_walls.append(t_batch)
                         ev_c = events.get("candidate")
-                        if cuda and isinstance(ev_c, (int, float)) and 0.0 < ev_c / 1e3 <= t_batch:
-                            cand_overheads.append(t_batch - ev_c / 1e3)
-                            cand_owns.append(t_batch - ev_c / 1e3)
-                        else:
-                            cand_owns.append(None)
-                        per_call[name].append(max(t_batch - fixed, 0.0) * 1e3 / n)
+                        valid = cuda and isinstance(ev_c, (int, float)) and 0.0 < ev_c / 1e3 <= t_batch
+                        cand_owns.append(t_batch - ev_c / 1e3 if valid else None)
                         if cuda and charges.CREDIT == "batch":   # the loop's stopping rule reads what will be reported
                             per_call[name] = charges.batch_times(cand_walls, cand_owns, overheads, fixed, n)
+                        else:
+                            per_call[name].append(max(t_batch - fixed, 0.0) * 1e3 / n)
                     elif cuda and isinstance(events.get(name), (int, float)):
                         per_call[name].append(events[name] / n)
                     else:
@@ -262,7 +261,7 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
         # do_bench). The reference's runner is trusted and never loaded the candidate: a candidate gains at most
         # what an honest runner pays, and never more than GRAPH_LAUNCH_CAP beyond the empty batch (work of the
         # candidate's still on the device while the reference's batch waits would otherwise be credited to it).
-        charged, own = charges.batch_credit(overheads, cand_overheads, fixed)
+        charged, own = charges.batch_credit(overheads, [o for o in cand_owns if o is not None], fixed)
         if own is not None:
             plan["cand_overhead_ms"] = round(own * 1e3, 4)
         plan["charged_overhead_ms"] = round(charged * 1e3, 4)

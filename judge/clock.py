@@ -144,9 +144,7 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
     del probe
     # One timing stage's batches on a device at a time, from sizing them to the memory it finds free until they are
     # freed (`timing`, sandbox/admission.py): two stages sizing at once each counted the other's share as free
-    t_slot = time.perf_counter()
-    with lease("timing"):
-        stage_s["timing_slot_wait"] = round(time.perf_counter() - t_slot, 3)
+    with lease("timing"):   # its wait is the judge's `wait_timing` (judge/waits.py)
         # as many calls as fit on the device beside the judge's check, every side holding n input sets and outputs
         # (judge/memory.py); under MIN_CALLS only where two do not fit, with a note
         free, _ = mem.free()

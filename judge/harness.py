@@ -26,7 +26,7 @@ from kernelsearch.judge.client import RunnerClient, spawn_local
 from kernelsearch.judge.clock import TimingResult, time_sides
 from kernelsearch.judge.conversation import Conversation
 from kernelsearch.judge.correctness import compare
-from kernelsearch.judge.memory import JudgeMemory, is_out_of_memory
+from kernelsearch.judge.memory import JudgeMemory, is_out_of_memory, prime
 from kernelsearch.judge.numerics import (
     EAGER_SLACK_CHECK,
     NATIVE,
@@ -418,6 +418,8 @@ def evaluate(problem: Problem, source: str, settings: EvalSettings, *, mode: str
         stage_s[name] = round(now - t0, 3)
         t0 = now
     try:
+        prime()   # the meta device's first import, before the first lease (a no-op where the worker primed)
+        lap("prime")
         stage = "compile"
         judge.compile()
         lap("compile")

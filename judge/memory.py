@@ -184,6 +184,22 @@ def is_out_of_memory(err: BaseException | str) -> bool:
     return any(k in text for k in _OOM_TEXT)
 
 
+def prime(freeze: bool = False) -> None:
+    """The judge's one-time host work, done before it takes any lease. The meta device's first operation imports
+    torch's decompositions (torch._dynamo: about 1 s on a CPU), which the first case's plan (`meta_outputs`) paid
+    inside a shared hold, the hold every timing waiting for the device drains. `freeze` (the judge's own process,
+    one evaluation then exit): what exists now is moved out of the collector's reach, so the full collections of
+    each plan and stability check (`JudgeMemory.free`, harness `_free_cached_memory`: 0.1 s each with torch and
+    Triton imported) walk only what the evaluation made."""
+    import gc
+
+    with torch.no_grad():
+        (torch.empty(2, 3, device="meta") * 2).sum(-1)
+    if freeze:
+        gc.collect()
+        gc.freeze()
+
+
 def meta_outputs(problem, case, inputs: list) -> tuple[list, bool]:
     """The reference's outputs for `inputs` on the meta device (shapes and dtypes, no memory), and whether they are
     only estimated (the meta device cannot run the reference: the inputs stand in for them)."""

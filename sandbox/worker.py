@@ -54,6 +54,7 @@ def main(result_fd: int | None = None, runner_fds: list[int] | None = None) -> N
 
         from kernelsearch.judge.client import RunnerClient
         from kernelsearch.judge.harness import evaluate
+        from kernelsearch.judge.memory import prime
         from kernelsearch.judge.problem import load_problem
         from kernelsearch.judge.settings import EvalSettings
 
@@ -71,6 +72,7 @@ def main(result_fd: int | None = None, runner_fds: list[int] | None = None) -> N
         if request["mode"] == "cuda":
             torch.cuda.set_per_process_memory_fraction(0.95, 0)
         problem = load_problem(request["problem"])
+        prime(freeze=True)   # this process runs one evaluation and exits: its imports frozen out of every collection
         device_name = torch.cuda.get_device_name(0) if request["mode"] == "cuda" else None
         with open(request["candidate_path"]) as f:
             source = f.read(2 << 20)

@@ -28,6 +28,11 @@ def _preload() -> None:
     import kernelsearch.judge.problem  # noqa: F401
     import kernelsearch.judge.runner  # noqa: F401
     import kernelsearch.sandbox.worker  # noqa: F401
+    from kernelsearch.judge.memory import prime
+
+    # the meta device's first import (torch._dynamo, seconds on a loaded host) made once here, not in every judge;
+    # frozen before forking, so no child's collections walk (and copy-on-write) the imports
+    prime(freeze=True)
 
 
 def _child(req: dict, fds: list[int]) -> None:

@@ -325,6 +325,8 @@ class EvaluatorPool:
         mark = time.monotonic()
 
         def release(kind: str | None = None) -> None:
+            if kind == "shared" and "prep" in held:
+                kind = "prep"
             kind = kind if kind in held else held[-1]
             held.remove(kind)
             self._leases[gpu].release(kind)
@@ -342,6 +344,8 @@ class EvaluatorPool:
                 if msg["type"] == "lease_request":
                     spent += time.monotonic() - mark
                     kind = msg.get("kind", "exclusive")
+                    if kind == "shared" and "timing" in held:
+                        kind = "prep"   # the timing stage's own shared part: the device drains beside it
                     asked = time.monotonic()
                     await self._leases[gpu].acquire(kind)
                     held.append(kind)

@@ -139,3 +139,51 @@ def test_one_timing_stage_at_a_time_on_a_device_beside_its_checks():
     asyncio.run(main())
     assert spans["b"][0] >= spans["a"][1]                          # the second stage waited for the first
     assert spans["c"][0] < spans["a"][1]                           # a check ran while the first stage held `timing`
+
+
+@pytest.mark.parametrize("early", [True, False])
+def test_the_timing_stages_shared_part_drains_the_device_beside_it(early):
+    """`prep` (a timing stage's shared part: the pool asks it for a judge holding `timing`) is admitted beside a
+    check in progress; with early drain no new check starts from then until `timing` is released, so the exclusive
+    loop starts as soon as the check in progress ends. Without it (the old way) a check asked during the prep runs,
+    and the loop waits for it as well."""
+    from kernelsearch.sandbox.pool import DeviceLease
+
+    at: dict[str, float] = {}
+
+    async def check(lease, name, delay, seconds):
+        await asyncio.sleep(delay)
+        await lease.acquire("shared")
+        at[name + "+"] = asyncio.get_running_loop().time()
+        await asyncio.sleep(seconds)
+        at[name + "-"] = asyncio.get_running_loop().time()
+        lease.release("shared")
+
+    async def stage(lease):
+        await asyncio.sleep(0.02)
+        loop = asyncio.get_running_loop()
+        await lease.acquire("timing")
+        await lease.acquire("prep")
+        at["prep+"] = loop.time()
+        await asyncio.sleep(0.1)
+        lease.release("prep")
+        await lease.acquire("exclusive")
+        at["loop+"] = loop.time()
+        await asyncio.sleep(0.05)
+        lease.release("exclusive")
+        lease.release("timing")
+        at["timing-"] = loop.time()
+
+    async def main():
+        lease = DeviceLease(early_drain=early)
+        await asyncio.gather(check(lease, "old", 0.0, 0.15), stage(lease), check(lease, "new", 0.05, 0.2))
+
+    asyncio.run(main())
+    assert at["prep+"] < at["old-"]                          # the prep ran beside the check in progress
+    assert at["loop+"] >= at["old-"]                         # the loop waited for it to end
+    if early:
+        assert at["new+"] >= at["timing-"]                   # no check started while the stage held the device
+        assert at["loop+"] - at["old-"] < 0.05               # the loop began once the old check ended
+    else:
+        assert at["new+"] < at["prep+"] + 0.1                # a check asked during the prep started during it
+        assert at["loop+"] >= at["new-"]                     # and the loop waited for it too

@@ -8,7 +8,7 @@ IFS=';' read -ra SETS <<< "${SETTINGS:-KS_CLOCK_PRIME=0 KS_CLOCK_EARLY_DRAIN=0;}
 i=0
 for s in "${SETS[@]}"; do
   echo "=== [$i] settings: ${s:-defaults}"
-  env $s timeout "${HARNESS_S:-170}" python3 bench/bench_harness.py --per-family "${PER_FAMILY:-8}" --concurrency 8 \
+  env ${s:-KS_DEFAULTS=1} timeout "${HARNESS_S:-170}" python3 bench/bench_harness.py --per-family "${PER_FAMILY:-8}" --concurrency 8 \
     --deadline "$(( ${HARNESS_S:-170} - 10 ))" > "$OUT/harness_$i.txt" 2>&1
   grep -E "evaluations in|mean s per evaluation|GPU held|repeat spread|cudagraph|WATCHDOG" "$OUT/harness_$i.txt" \
     | cut -c1-900

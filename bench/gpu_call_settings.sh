@@ -2,9 +2,9 @@
 # One device call that runs the harness bench under several settings, one after another on the same warm device
 # (issue 30: the judge's priming and the early drain, each against the old way). SETTINGS is a list of env
 # assignments separated by ';' (an empty entry: the defaults); each run's full output is kept under $OUT.
-#   . bench/device_env.sh; SETTINGS="KS_CLOCK_PRIME=0 KS_CLOCK_EARLY_DRAIN=0;" bash bench/gpu_call_settings.sh
+#   . bench/device_env.sh; SETTINGS=";KS_CLOCK_PRIME=0 KS_CLOCK_EARLY_DRAIN=0" bash bench/gpu_call_settings.sh
 set -u
-IFS=';' read -ra SETS <<< "${SETTINGS:-KS_CLOCK_PRIME=0 KS_CLOCK_EARLY_DRAIN=0;}"
+IFS=';' read -ra SETS <<< "${SETTINGS:-;KS_CLOCK_PRIME=0 KS_CLOCK_EARLY_DRAIN=0}"
 i=0
 for s in "${SETS[@]}"; do
   echo "=== [$i] settings: ${s:-defaults}"

@@ -172,7 +172,7 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
         with lease("shared"):   # slots, graphs and a priming batch (Triton's JIT, torch.compile) beside other checks
             first = [inputs_of(-1, k) for k in range(n)]
             for name, r in sides.items():
-                views[name] = [talk.put(r, k, first[k], "timing") for k in range(n)]
+                views[name] = talk.put_many(r, first, "timing")
                 if cuda:
                     reply, _ = talk.ask(r, {"op": "graph", "slots": list(range(n))}, "capturing a CUDA graph", "timing")
                     plan["graphs"][name] = True if reply.get("graph") else f"no: {str(reply.get('why'))[:200]}"

@@ -100,17 +100,43 @@ class Conversation:
         """Give the runner its inputs for `slot`. GPU: the runner allocates, the judge writes in place and
         returns the views it can read back (the input check)."""
         bufs: list = []
-        if self.mode == "cuda":
-            vals = [{"alloc": {"dtype": wire.DTYPE_NAMES[v.dtype], "shape": list(v.shape)}}
-                    if isinstance(v, torch.Tensor) else wire.encode(v, bufs) for v in inputs]
-        else:
-            vals = [wire.encode(v, bufs) for v in inputs]
-        reply = self._receive(r, {"op": "inputs", "slot": slot, "values": vals}, stage, bufs)
+        reply = self._receive(r, {"op": "inputs", "slot": slot, "values": self._values(inputs, bufs)}, stage, bufs)
         if self.mode != "cuda":
             return None
+        views = self._write(r, inputs, reply.get("descs"), stage)
+        torch.cuda.synchronize()
+        return views
+
+    def put_many(self, r: RunnerClient, sets: list[list], stage: str) -> list[list | None]:
+        """`put` of sets[k] into slot k for every k, in one round trip to the runner (the timing stage's n slots a
+        side: n requests, each its allocation, reply and synchronize, were n x 1-2 ms of a stage that holds the
+        device's one timing slot)."""
+        bufs: list = []
+        header = {"op": "inputs", "sets": [{"slot": k, "values": self._values(x, bufs)} for k, x in enumerate(sets)]}
+        reply = self._receive(r, header, stage, bufs)
+        if self.mode != "cuda":
+            return [None] * len(sets)
+        descs = reply.get("sets")
+        if not isinstance(descs, list) or len(descs) != len(sets):
+            raise CandidateFailure(Status.crash, f"receiving inputs: {len(sets)} slots asked, the reply describes "
+                                   f"{len(descs) if isinstance(descs, list) else 'no'} slots", stage=stage)
+        views = [self._write(r, x, d, stage) for x, d in zip(sets, descs)]
+        torch.cuda.synchronize()
+        return views
+
+    def _values(self, inputs: list, bufs: list) -> list:
+        if self.mode == "cuda":   # the runner allocates each tensor, the judge writes it (`_write`)
+            return [{"alloc": {"dtype": wire.DTYPE_NAMES[v.dtype], "shape": list(v.shape)}}
+                    if isinstance(v, torch.Tensor) else wire.encode(v, bufs) for v in inputs]
+        return [wire.encode(v, bufs) for v in inputs]
+
+    def _write(self, r: RunnerClient, inputs: list, descs, stage: str) -> list:
+        """The inputs written in place into the runner's allocations `descs` describe; their views."""
         views = []
         try:
-            for v, d in zip(inputs, reply.get("descs") or []):
+            if not isinstance(descs, list) or len(descs) != len(inputs):
+                raise wire.WireError("a reply that does not describe every input")
+            for v, d in zip(inputs, descs):
                 if isinstance(v, torch.Tensor):
                     view = r.ipc.tensor((d or {}).get("ipc"))
                     if view.shape != v.shape or view.dtype != v.dtype or not view.is_contiguous():
@@ -121,7 +147,6 @@ class Conversation:
                     views.append(v)
         except wire.WireError as err:
             raise CandidateFailure(Status.crash, f"receiving inputs: {err}", stage=stage) from None
-        torch.cuda.synchronize()
         return views
 
     def _receive(self, r: RunnerClient, header: dict, stage: str, bufs: list) -> dict:

@@ -5,7 +5,7 @@ It serves one judge over one socket (judge/wire.py frames), one request at a tim
   setup {mode, threads, gpu_memory_fraction}         -> {pid, device}
   load {role: candidate, path} | {role: reference, problem}
   build {init, state, dtype, seed}                   the model, its weights sent by the judge (identical on both sides)
-  inputs {slot, values}                              CPU: values as bytes; GPU: {"alloc": spec} -> the runner allocates
+  inputs {slot, values} | {sets: [{slot, values}]}  CPU: values as bytes; GPU: {"alloc": spec} -> the runner allocates
                                                      and describes them (IPC), and the judge writes them in place
   warm {slot}                                        GPU: the forward with Triton kernels compiled, not launched;
                                                      then a fresh copy of the candidate's module (no state kept)
@@ -18,6 +18,9 @@ Every failure becomes an {"error": {...}} reply with text only; what the candida
 judge. The launch, thread, identity and precision reports are advisory: they catch honest mistakes and naive
 cheats; a candidate that rewrites this process can falsify them, which is why the judge decides from outputs it
 reads itself and times with its own clock.
+
+Past 500 lines on purpose: every request above is answered here, in the one process the candidate's code runs in,
+so the judge's side of each (conversation.py, clock.py, harness.py) can be read against one file.
 """
 from __future__ import annotations
 
@@ -228,8 +231,17 @@ class Runner:
         return {"ok": True}
 
     def op_inputs(self, req: dict, buffers: list) -> tuple[dict, list]:
-        values, descs, out_bufs, segs = [], [], [], {}
-        for v in req["values"]:
+        """One slot's inputs (`slot`, `values`), or several slots' in one request (`sets`: a list of those), which
+        the timing stage's n slots a side take in one round trip instead of n."""
+        segs: dict = {}
+        if "sets" in req:
+            descs = [self._slot_inputs(int(x["slot"]), x["values"], buffers, segs) for x in req["sets"]]
+            return {"sets": descs, "segs": segs}, []
+        return {"descs": self._slot_inputs(int(req["slot"]), req["values"], buffers, segs), "segs": segs}, []
+
+    def _slot_inputs(self, slot: int, vals: list, buffers: list, segs: dict) -> list:
+        values, descs = [], []
+        for v in vals:
             if isinstance(v, dict) and "alloc" in v:   # GPU: the judge writes it in place
                 spec = v["alloc"]
                 t = torch.empty(wire._shape(spec.get("shape")), dtype=wire._dtype(spec.get("dtype")),
@@ -239,8 +251,8 @@ class Runner:
             else:
                 values.append(wire.decode(v, buffers, self.device))
                 descs.append(None)
-        self.slots[int(req["slot"])] = values
-        return {"descs": descs, "segs": segs}, out_bufs
+        self.slots[slot] = values
+        return descs
 
     def op_call(self, req: dict) -> tuple[dict, list]:
         inputs = self.slots[int(req["slot"])]

@@ -64,3 +64,41 @@ def test_other_errors_and_references_are_not_asked_again(monkeypatch):
     with pytest.raises(HarnessFailure):   # the reference's allocation out of memory: the harness's failure, at once
         talk.put(ref, 0, [torch.zeros(3)], "timing")
     assert ref.asked == 1
+
+
+def test_several_slots_in_one_round_trip_each_holds_its_own_inputs():
+    """put_many: the timing stage's n slots a side in one request; every slot gets its own set (a call on slot k
+    answers for sets[k]), and a reply that describes fewer slots than were asked is the runner's crash."""
+    from kernelsearch.judge import client
+
+    problem = load_problem("softmax")
+    detail: dict = {}
+    talk = Conversation(problem, EvalSettings(), mode="cpu", spawn=client.spawn_local,
+                        mem=JudgeMemory(detail, "cpu", None))
+    r = talk.runner("reference")
+    try:
+        talk.ask(r, {"op": "load", "role": "reference", "problem": problem.ref}, "loading", "timing")
+        case = problem.cases_for("cpu")[1]
+        ref = talk.build(case, 5, "timing", [(r, "eager")])
+        sets = [problem.build_inputs(case, seed, "cpu") for seed in (1, 2, 3)]
+        asked = []
+        ask = r.request
+        r.request = lambda header, buffers=None: (asked.append(header.get("op")), ask(header, buffers))[1]
+        assert talk.put_many(r, sets, "timing") == [None, None, None]
+        assert asked == ["inputs"]   # one round trip for the three slots
+        for k in (2, 0, 1):
+            reply, bufs = talk.ask(r, {"op": "call", "slot": k}, "a call", "timing")
+            got = talk.decode(r, reply["out"], bufs, "a call", "timing")
+            with torch.no_grad():
+                assert torch.equal(got, ref(*sets[k])), f"slot {k} does not hold set {k}"
+    finally:
+        r.close()
+
+    class Short(FakeRunner):
+        def request(self, header, buffers=None):
+            return {"sets": [[None]], "segs": {}}, []
+
+    gpu = Conversation(problem, EvalSettings(), mode="cuda", spawn=None, mem=JudgeMemory({}, "cpu", None))
+    with pytest.raises(CandidateFailure) as got:
+        gpu.put_many(Short([]), [[3], [4]], "timing")   # two slots asked, one described
+    assert got.value.status == Status.crash and "2 slots asked" in got.value.reason

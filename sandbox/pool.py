@@ -78,8 +78,9 @@ def _limits(timeout_s: float, address_space_bytes: int | None, network_off: bool
 class _Zygote:
     """The pool's end of the fork server (sandbox/zygote.py): started once, restarted if it dies."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], prime: bool = False) -> None:
         self.env = env   # Triton's interpreter switch must be set before triton.language is imported
+        self.prime = prime   # the meta path imported before forking (zygote.py): a GPU pool's judges skip it
         self.proc: asyncio.subprocess.Process | None = None
         self.sock: socket.socket | None = None
         self._ids = 0
@@ -95,6 +96,7 @@ class _Zygote:
         try:
             self.proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "kernelsearch.sandbox.zygote", str(theirs.fileno()), str(rep_w),
+                *(["prime"] if self.prime else []),
                 pass_fds=(theirs.fileno(), rep_w), env=scrubbed_env(self.env), start_new_session=True,
                 stdin=asyncio.subprocess.DEVNULL, preexec_fn=die_with_parent)
         finally:
@@ -159,7 +161,9 @@ class EvaluatorPool:
     def __init__(self, settings: PoolSettings):
         self.s = settings
         self._slots = asyncio.Semaphore(settings.concurrency)
-        self._leases = {g: DeviceLease() for g in settings.gpus}   # one timing at a time per device, alone
+        # one timing at a time per device, alone; the early drain on a GPU only: on the CPU a timing stage's shared
+        # part is interpreter seconds, during which the other evaluations' checks would wait (make test: +2 min)
+        self._leases = {g: DeviceLease(early_drain=None if settings.mode == "cuda" else False) for g in settings.gpus}
         self._load = {g: 0 for g in settings.gpus}
         self._gates: dict[int, MemoryGate] = {}
         self._footprints: dict[str, int] = {}
@@ -171,7 +175,8 @@ class EvaluatorPool:
         # (gpu, start, end) of each exclusive hold: the timings (and, on a GPU, the stability checks)
         self.lease_log: list[tuple[int, float, float]] = []
         interp = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""} if settings.mode == "cpu" else {}
-        self._zygote = _Zygote(interp) if settings.evaluation.fork_server else None
+        # on the CPU the priming (1 s a fork server) is left to each judge: tests start many pools
+        self._zygote = _Zygote(interp, prime=settings.mode == "cuda") if settings.evaluation.fork_server else None
         self._isolates: bool | None = None
 
     @property

@@ -18,7 +18,7 @@ import socket
 import sys
 
 
-def _preload() -> None:
+def _preload(prime: bool = False) -> None:
     import torch  # noqa: F401
     import triton  # noqa: F401
     import triton.language  # noqa: F401
@@ -28,11 +28,12 @@ def _preload() -> None:
     import kernelsearch.judge.problem  # noqa: F401
     import kernelsearch.judge.runner  # noqa: F401
     import kernelsearch.sandbox.worker  # noqa: F401
-    from kernelsearch.judge.memory import prime
 
-    # the meta device's first import (torch._dynamo, seconds on a loaded host) made once here, not in every judge;
-    # frozen before forking, so no child's collections walk (and copy-on-write) the imports
-    prime(freeze=True)
+    if prime:   # a GPU pool's (argv "prime"): the meta device's first import (torch._dynamo, about 1 s) made once
+        # here, not in every judge; frozen before forking, so no child's collections walk (and copy-on-write) it
+        from kernelsearch.judge.memory import prime as prime_judge
+
+        prime_judge(freeze=True)
 
 
 def _child(req: dict, fds: list[int]) -> None:
@@ -116,7 +117,7 @@ def serve(req_fd: int, rep_fd: int) -> None:
 
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _preload()
+    _preload(prime="prime" in sys.argv[3:])
     serve(int(sys.argv[1]), int(sys.argv[2]))
 
 

@@ -50,3 +50,21 @@ def test_the_meta_path_is_imported_before_the_first_lease_and_the_worker_freezes
     assert seen["prime_lap"]
     before, after = seen["frozen"]
     assert before == 0 and after > 1000, seen["frozen"]
+
+
+def test_a_gpu_pools_fork_server_primes_before_forking_and_a_cpu_pools_does_not():
+    """sandbox/zygote.py: `prime` on its command line (a GPU pool's) imports the meta path and freezes, so no judge
+    forked from it pays either; a CPU pool's leaves it to each judge (tests start many pools: 1 s each)."""
+    from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings
+
+    code = ("import gc, sys; import kernelsearch.sandbox.zygote as z; z._preload(prime={}); "
+            "print('torch._dynamo' in sys.modules, gc.get_freeze_count() > 0)")
+    seen = []
+    for prime in (True, False):
+        p = subprocess.run([sys.executable, "-c", code.format(prime)], capture_output=True, text=True, cwd=ROOT,
+                           timeout=120)
+        assert p.returncode == 0, p.stderr[-2000:]
+        seen.append(p.stdout.split()[-2:])
+    assert seen == [["True", "True"], ["False", "False"]]
+    assert EvaluatorPool(PoolSettings(mode="cuda", gpus=[0], gpu_memory_mb=1000))._zygote.prime
+    assert not EvaluatorPool(PoolSettings(mode="cpu", gpus=[0]))._zygote.prime

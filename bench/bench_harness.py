@@ -96,7 +96,8 @@ def _stage_means(results: list[dict]) -> str:
         st = (r.get("detail") or {}).get("stage_s") or {}
         for k, v in st.items():
             sums[k] = sums.get(k, 0.0) + v
-        top = sum(v for k, v in st.items() if not k.startswith(("timing_", "in_")))
+        # the stages themselves: the rest are parts of them (in_*, timing_*), waits inside them, and longest holds
+        top = sum(v for k, v in st.items() if not k.startswith(("timing_", "in_", "wait_", "hold_max_")))
         rest += r.get("wall_s", 0.0) - top
     n = max(len(results), 1)
     parts = [f"{k} {v / n:.2f}" for k, v in sums.items()] + [f"outside the harness {rest / n:.2f}"]

@@ -30,6 +30,7 @@ On the CPU (Triton's interpreter) the same loop runs without graphs; its times r
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import statistics
 import time
@@ -198,18 +199,15 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
         side_steps: list[float] = []   # per batch: (candidate's ping + describe) - (the reference's)
         steps: dict[str, list] = {"pings_ms": [], "describes_ms": []}   # per batch, per side (the plan: why it moved)
         cand_walls: list[float] = []   # per batch: the candidate's batch on the judge's clock
-        # per batch: the candidate's wall time beyond its own (untrusted) event time; None where its events were
-        # missing or impossible
-        cand_owns: list[float | None] = []
-        # The whole loop holds the device alone, one exclusive lease. (Holding it only for each batch's timed steps, the
-        # refills and checks under shared leases, was tried on an H200: 8.7 evaluations a minute against 11.2, the
-        # timing loop 9.9 s an evaluation against 4.3, each batch queueing behind other candidates' exclusive work.)
+        cand_owns: list[float | None] = []   # per batch: its wall beyond its (untrusted) events, or None
+        # The whole loop holds the device alone, one exclusive lease (per batch, the refills and checks shared: on an
+        # H200 8.7 evaluations a minute against 11.2, each batch queueing behind other candidates' exclusive work).
         # The candidate's process is frozen from the refill until its ping, and from its describe until its outputs
         # are read, so it never runs while fresh inputs wait for it.
         laps = {"refill": 0.0, "batches": 0.0, "check": 0.0}   # where the exclusive loop's time goes (stage_s)
         ceil: dict | None = None
         t_wait = time.perf_counter()
-        with lease("exclusive"), _refs_thawed_after(sides):
+        with lease("exclusive"), _loop_guard(sides):
             laps["lease_wait"] = time.perf_counter() - t_wait
             for b in range(batches[1]):
                 t_lap = time.perf_counter()
@@ -420,12 +418,17 @@ def _refill(talk: Conversation, sides: dict, views: dict, inputs_of, b: int, n: 
 
 
 @contextlib.contextmanager
-def _refs_thawed_after(sides: dict):
-    """The references' runners thawed when the timing loop ends, however it ends: a frozen runner would not see its
-    socket close, and would keep its CUDA context when the judge is gone."""
+def _loop_guard(sides: dict):
+    """Around the timing loop: the judge's collector paused (a full collection, 0.1 s with torch imported, inside a
+    batch's wall time is charged to whichever side it fell on), and the references' runners thawed when it ends,
+    however it ends (a frozen runner would not see its socket close, and would keep its CUDA context)."""
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         yield
     finally:
+        if collecting:
+            gc.enable()
         for name, r in sides.items():
             if name != "candidate":
                 r.thaw()

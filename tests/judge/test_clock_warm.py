@@ -53,3 +53,31 @@ def test_the_references_first_call_comes_before_the_timing_lease():
     assert all(log[i][3] == ("shared",) for i in first_calls + released)
     # the timed batches, after it, under the timing lease
     assert any(e[0] == "reference" and e[1] == "batch" and "timing" in e[3] for e in log[timing_lease:])
+
+
+def test_the_collector_is_paused_through_the_timing_loop_and_back_after():
+    """A full collection (0.1 s with torch imported) inside a timed batch's wall time is charged to the side it fell
+    on: the judge's collector is off from the exclusive lease to the loop's end, and on again after."""
+    import gc
+
+    seen: list[bool] = []
+
+    def spawn(role: str):
+        r = client.spawn_local(role)
+        ask = r.request
+
+        def request(header, buffers=None):
+            if header.get("op") == "batch" and header.get("events"):   # a timed batch
+                seen.append(gc.isenabled())
+            return ask(header, buffers)
+
+        r.request = request
+        return r
+
+    assert gc.isenabled()
+    problem = load_problem(str(ROUND3 / "softmax_randn.py"))
+    source = (ROUND3 / "honest_softmax.py").read_text()
+    r = evaluate(problem, source, EvalSettings(trials=1, timing_iters=3), mode="cpu", spawn=spawn)
+    assert r.status.value == "ok", r.reason
+    assert seen and not any(seen), seen
+    assert gc.isenabled()

@@ -186,17 +186,21 @@ class Judge(OffRangeChecks):
         return "shared" if size is not None and size <= STABILITY_SHARED_BYTES else "exclusive"
 
     def _warm(self, cases: list[Case]) -> None:
-        """The candidate's Triton kernels compiled for every case's shapes before any lease is taken (runner `warm`:
+        """The candidate's Triton kernels compiled for every case's shapes outside any lease (runner `warm`:
         compiled, not launched). Compiled inside the correctness calls, under a shared lease, the compiles (seconds)
-        held up every timing waiting for the device and, behind it, every other evaluation's checks. The candidate
-        runs no kernel here; its host code runs, as it did when it was loaded, also without a lease. Best effort:
-        the reply is advisory and only its time is kept."""
+        held up every timing waiting for the device and, behind it, every other evaluation's checks. The candidate's
+        Triton kernels are not launched here; its host code runs, as it did when it was loaded (the torch operations
+        its forward makes, an output's allocation or fill, run on the device outside a lease: anticheat.md's gaps).
+        Best effort: the reply is advisory and only its time is kept. The models and inputs it needs are the
+        judge's own GPU work (weights moved, inputs drawn and written): under a shared lease, milliseconds, never
+        beside another evaluation's timing loop."""
         t0 = time.perf_counter()
         notes = []
         for case in cases:
             seed = derive_seed(self.secret, case.name, "warm")
-            self.talk.build(case, seed, "correctness", [(self.cand, "eager")])   # a case's model can differ (its init)
-            self.talk.put(self.cand, 0, self.problem.build_inputs(case, seed, self.device), "correctness")
+            with self.lease("shared"):
+                self.talk.build(case, seed, "correctness", [(self.cand, "eager")])   # a case's model can differ
+                self.talk.put(self.cand, 0, self.problem.build_inputs(case, seed, self.device), "correctness")
             reply, _ = self.talk.ask(self.cand, {"op": "warm", "slot": 0}, "compiling its kernels", "correctness")
             if not reply.get("warm"):
                 notes.append(f"{case.name}: {str(reply.get('why'))[:80]}")

@@ -55,3 +55,48 @@ def test_an_autotuned_kernel_stops_the_warm_up(counter):
         pytest.fail("the autotuner still refuses with compile-only mode off")
     except RuntimeError as err:   # the interpreter without a GPU cannot time the configs
         assert "driver" in str(err)
+
+
+def test_the_judges_own_device_work_for_the_warm_up_is_under_a_shared_lease(tmp_path):
+    """Judge._warm (GPU only in an evaluation; called here directly on the CPU): the models and inputs it hands the
+    candidate (weights moved, inputs drawn and written: the judge's GPU work) under a shared lease, and the warm-up
+    itself (the candidate's compiles, seconds) under none."""
+    import contextlib
+
+    from kernelsearch.families import load_problem
+    from kernelsearch.families.softmax import STARTER
+    from kernelsearch.judge import client
+    from kernelsearch.judge.harness import Judge
+    from kernelsearch.judge.settings import EvalSettings
+
+    held: list[str] = []
+    log: list[tuple[str, tuple]] = []
+
+    @contextlib.contextmanager
+    def lease(kind):
+        held.append(kind)
+        try:
+            yield
+        finally:
+            held.pop()
+
+    def spawn(role):
+        r = client.spawn_local(role)
+        ask = r.request
+        r.request = lambda header, buffers=None: (log.append((header.get("op"), tuple(held))), ask(header, buffers))[1]
+        return r
+
+    problem = load_problem("softmax")
+    path = tmp_path / "candidate.py"
+    path.write_text(STARTER)
+    judge = Judge(problem, STARTER, EvalSettings(), mode="cpu", seed=1, spawn=spawn, lease=lease,
+                  candidate_path=str(path))
+    try:
+        judge.compile()
+        log.clear()
+        judge._warm(problem.cases_for("cpu")[:2])
+    finally:
+        judge.close()
+    ops = {op: leases for op, leases in log}
+    assert ops["build"] == ("shared",) and ops["inputs"] == ("shared",), log
+    assert ops["warm"] == (), log

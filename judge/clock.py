@@ -51,10 +51,10 @@ from kernelsearch.judge.status import CandidateFailure, HarnessFailure, Status
 
 BATCH_BYTES = 8 * 2**30        # inputs + outputs of one side's batch (GPU): n is as many calls as fit
 MIN_CALLS = 2
-# H100, one softmax kernel in 5 evaluations of 6 batches (16 calls, ~4.3 ms a batch): the candidate's batches varied
-# 6.5 % within an evaluation and its median 6.5 % between evaluations, the reference's (by CUDA events) 0.3 %; the
-# candidate's reading is its batch's wall time, whose host overhead (0.47-0.63 ms a batch) only ever adds. So more
-# batches, and each side's time is the median of its fastest half of them (`low`), not of all
+# H100, one softmax kernel in 5 evaluations of 6 batches (16 calls, ~4.3 ms a batch): its batches varied 6.5 % within
+# an evaluation and its median 6.5 % between evaluations, the reference's (CUDA events) 0.3 %; a candidate's reading is
+# its batch's wall time, whose host overhead (0.47-0.63 ms a batch) only adds. So more batches, and the median of the
+# fastest half (`low`)
 MIN_BATCHES, MAX_BATCHES = (int(v) for v in os.environ.get("KS_CLOCK_BATCHES", "4:12").split(":"))
 TARGET_SPREAD = float(os.environ.get("KS_CLOCK_TARGET_SPREAD", "0.02"))
 FIXED_COST_SAMPLES = 7
@@ -64,13 +64,13 @@ PROBE_MS = 0.1                 # the quiet-device probe: a sleep kernel this lon
 # contexts time-slice); the least of three probes is taken, so host jitter alone (an idle outlier read 0.58) is not
 PROBE_SLACK = 1.5
 PROBE_BUSY_MS = PROBE_SLACK * PROBE_MS + 0.05   # the least of three probes over this: the device is shared
-# (Replies waited for by polling instead of asleep were tried against a wake-up's jitter and dropped: on an H200,
-# bench/clock_spread_gpu.py, 8192 x 8191 fp32 softmax, 3 evaluations each, interleaved, the same kernel read
-# 0.1934-0.1940 ms asleep (0.34 %) and 0.1954-0.2011 ms with 50 ms of polling (2.89 %).)
+# (Replies waited for by polling instead of asleep were dropped: H200, clock_spread_gpu.py, 8192 x 8191 fp32 softmax,
+# 3 evaluations each: 0.1934-0.1940 ms asleep (0.34 %), 0.1954-0.2011 ms with 50 ms of polling (2.89 %).)
 PROBE_TRIES = 20               # re-probed every 50 ms before the device counts as busy
-# Every side's runner frozen (SIGSTOP) from the refill until just before its ping, as the candidate's always was,
-# so every side's ping includes the same wake-up; "0" freezes only the candidate's (before 2026-12-06).
+# Every side's runner frozen (SIGSTOP) from the refill until just before its ping, as the candidate's always was, so
+# every side's ping includes the same wake-up; "0" freezes only the candidate's (before 2026-12-06).
 FREEZE_REFS = os.environ.get("KS_CLOCK_FREEZE_REFS", "1") != "0"
+GC_PAUSE = os.environ.get("KS_CLOCK_GC_PAUSE", "1") != "0"   # the judge's collector off through the timing loop
 
 
 @dataclass(frozen=True)
@@ -419,11 +419,11 @@ def _refill(talk: Conversation, sides: dict, views: dict, inputs_of, b: int, n: 
 
 @contextlib.contextmanager
 def _loop_guard(sides: dict):
-    """Around the timing loop: the judge's collector paused (a full collection, 0.1 s with torch imported, inside a
-    batch's wall time is charged to whichever side it fell on), and the references' runners thawed when it ends,
-    however it ends (a frozen runner would not see its socket close, and would keep its CUDA context)."""
+    """Around the timing loop: the judge's collector paused (a full collection, 0.1 s, inside a batch's wall time is
+    charged to its side), and the references' runners thawed however it ends (a frozen one keeps its context)."""
     collecting = gc.isenabled()
-    gc.disable()
+    if GC_PAUSE:
+        gc.disable()
     try:
         yield
     finally:

@@ -199,6 +199,7 @@ class Judge(OffRangeChecks):
         for case in cases:
             seed = derive_seed(self.secret, case.name, "warm")
             with self.lease("shared"):
+                self.mem.doing = f"the warm-up's model and inputs of {case.describe()}"
                 self.talk.build(case, seed, "correctness", [(self.cand, "eager")])   # a case's model can differ
                 self.talk.put(self.cand, 0, self.problem.build_inputs(case, seed, self.device), "correctness")
             reply, _ = self.talk.ask(self.cand, {"op": "warm", "slot": 0}, "compiling its kernels", "correctness")

@@ -52,6 +52,8 @@ from kernelsearch.judge.waits import counted
 
 FLOOR_SLACK = 0.95             # a time below 95 % of the I/O floor is impossible
 STABILITY_SHARED_BYTES = 1 << 30   # a case's inputs up to this size are checked for stability beside other checks
+# the warm-up's own device work under a shared lease; "0": outside any, as before 2026-12-06 (for an A/B device call)
+WARM_LEASE = os.environ.get("KS_CLOCK_WARM_LEASE", "1") != "0"
 
 
 def _same(a: list, b: list) -> bool:
@@ -198,7 +200,7 @@ class Judge(OffRangeChecks):
         notes = []
         for case in cases:
             seed = derive_seed(self.secret, case.name, "warm")
-            with self.lease("shared"):
+            with self.lease("shared") if WARM_LEASE else contextlib.nullcontext():
                 self.mem.doing = f"the warm-up's model and inputs of {case.describe()}"
                 self.talk.build(case, seed, "correctness", [(self.cand, "eager")])   # a case's model can differ
                 self.talk.put(self.cand, 0, self.problem.build_inputs(case, seed, self.device), "correctness")

@@ -153,6 +153,11 @@ class Judge(OffRangeChecks):
         return got
 
     def correctness(self) -> None:
+        # the meta device's first import, before the first lease (a no-op where the fork server primed); here, not at
+        # the start, so a candidate the scan or its load rejects never pays it (1 s on the CPU)
+        t0 = time.perf_counter()
+        prime()
+        self._add_s("prime", t0)
         cases = self.problem.cases_for(self.mode)
         if self.s.retime:   # judged correct before: the timed case once, its kernels compiled for the clock
             cases = [self.problem.timed_case if self.mode == "cuda" else self.problem.cpu_timed_case()]
@@ -425,8 +430,6 @@ def evaluate(problem: Problem, source: str, settings: EvalSettings, *, mode: str
         stage_s[name] = round(now - t0, 3)
         t0 = now
     try:
-        prime()   # the meta device's first import, before the first lease (a no-op where the worker primed)
-        lap("prime")
         stage = "compile"
         judge.compile()
         lap("compile")

@@ -72,7 +72,8 @@ def main(result_fd: int | None = None, runner_fds: list[int] | None = None) -> N
         if request["mode"] == "cuda":
             torch.cuda.set_per_process_memory_fraction(0.95, 0)
         problem = load_problem(request["problem"])
-        prime(freeze=True)   # this process runs one evaluation and exits: its imports frozen out of every collection
+        if request["mode"] == "cuda":   # one evaluation, then exit: its imports frozen out of every collection (on
+            prime(freeze=True)          # the CPU the judge primes where it needs to: rejected candidates never do)
         device_name = torch.cuda.get_device_name(0) if request["mode"] == "cuda" else None
         with open(request["candidate_path"]) as f:
             source = f.read(2 << 20)

@@ -32,7 +32,7 @@ PROBE = textwrap.dedent("""
     r = evaluate(load_problem("softmax"), STARTER, EvalSettings(trials=1, timing_iters=2, aot_compile=False),
                  mode="cpu", lease=lease)
     seen["status"] = r.status.value
-    seen["prime_lap"] = "prime" in r.detail["stage_s"]
+    seen["prime_lap"] = "in_prime" in r.detail["stage_s"]
     frozen = gc.get_freeze_count()
     prime(freeze=True)
     seen["frozen"] = [frozen, gc.get_freeze_count()]

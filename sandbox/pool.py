@@ -162,7 +162,7 @@ class EvaluatorPool:
         self.s = settings
         self._slots = asyncio.Semaphore(settings.concurrency)
         # one timing at a time per device, alone; the early drain on a GPU only: on the CPU a timing stage's shared
-        # part is interpreter seconds, during which the other evaluations' checks would wait (make test: +2 min)
+        # part is interpreter seconds, during which the other evaluations' checks would wait
         self._leases = {g: DeviceLease(early_drain=None if settings.mode == "cuda" else False) for g in settings.gpus}
         self._load = {g: 0 for g in settings.gpus}
         self._gates: dict[int, MemoryGate] = {}

@@ -56,8 +56,8 @@ class DeviceLease:
             elif kind == "shared":
                 await self._cond.wait_for(lambda: not self._exclusive and self._waiting == 0 and not self._draining)
                 self._shared += 1
-            elif kind == "prep":
-                await self._cond.wait_for(lambda: not self._exclusive)
+            elif kind == "prep":   # without the early drain a shared hold as any other, as before it
+                await self._cond.wait_for(lambda: not self._exclusive and (self.early_drain or self._waiting == 0))
                 self._shared += 1
                 self._draining = self.early_drain
             else:

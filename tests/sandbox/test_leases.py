@@ -187,3 +187,30 @@ def test_the_timing_stages_shared_part_drains_the_device_beside_it(early):
     else:
         assert at["new+"] < at["prep+"] + 0.1                # a check asked during the prep started during it
         assert at["loop+"] >= at["new-"]                     # and the loop waited for it too
+
+
+def test_without_the_early_drain_the_prep_waits_behind_a_waiting_exclusive_as_a_shared_hold_did():
+    """KS_CLOCK_EARLY_DRAIN=0 (and every CPU pool) is the old way: the timing stage's shared part queues behind
+    another evaluation's waiting exclusive hold (a stability check), as its shared request did before `prep`."""
+    from kernelsearch.sandbox.pool import DeviceLease
+
+    at: dict[str, float] = {}
+
+    async def hold(lease, kind, name, delay, seconds):
+        await asyncio.sleep(delay)
+        await lease.acquire(kind)
+        at[name] = asyncio.get_running_loop().time()
+        await asyncio.sleep(seconds)
+        lease.release(kind)
+
+    async def main(early):
+        lease = DeviceLease(early_drain=early)
+        await lease.acquire("timing")   # the prep's judge holds `timing`
+        await asyncio.gather(hold(lease, "shared", "check", 0.0, 0.1), hold(lease, "exclusive", "stab", 0.02, 0.05),
+                             hold(lease, "prep", "prep", 0.04, 0.01))
+        lease.release("timing")
+
+    asyncio.run(main(False))
+    assert at["prep"] >= at["stab"]        # the old way: behind the waiting exclusive
+    asyncio.run(main(True))
+    assert at["prep"] < at["stab"]         # the early drain: beside the check in progress, ahead of it

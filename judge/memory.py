@@ -185,6 +185,9 @@ def is_out_of_memory(err: BaseException | str) -> bool:
     return any(k in text for k in _OOM_TEXT)
 
 
+PRIME = os.environ.get("KS_CLOCK_PRIME", "1") != "0"   # "0": no priming, the old way (a side-by-side device call)
+
+
 def prime(freeze: bool = False) -> None:
     """The judge's one-time host work, done before it takes any lease. The meta device's first operation imports
     torch's decompositions (torch._dynamo: about 1 s on a CPU), which the first case's plan (`meta_outputs`) paid
@@ -194,7 +197,7 @@ def prime(freeze: bool = False) -> None:
     Triton imported) walk only what the evaluation made."""
     import gc
 
-    if os.environ.get("KS_CLOCK_PRIME", "1") == "0":   # the old way, for a side-by-side device call
+    if not PRIME:
         return
     with torch.no_grad():
         (torch.empty(2, 3, device="meta") * 2).sum(-1)

@@ -96,19 +96,21 @@ def test_a_model_run_searches_its_problems_and_verifies_the_model_with_the_winne
 def test_a_killed_model_run_resumes_without_redoing_its_plan_or_finished_children(tmp_path):
     cfg = _config(tmp_path, max_problems=2)
     db = tmp_path / "m.db"
-    proc = subprocess.Popen([sys.executable, "-m", "kernelsearch", "run", str(cfg), "--name", "mk"], cwd=tmp_path,
-                            env={**os.environ, **ENV}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = tmp_path / "run.log"   # a file, not a pipe nobody reads while waiting: what the run printed, if it hangs
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "kernelsearch", "run", str(cfg), "--name", "mk"], cwd=tmp_path,
+                                env={**os.environ, **ENV}, stdout=out, stderr=subprocess.STDOUT, text=True)
     try:   # killed once the first child run has an evaluation
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None:
             if db.exists() and _rows(db, "SELECT count(*) FROM evaluation")[0][0] >= 1:
                 break
             time.sleep(0.5)
         else:
-            pytest.fail("no evaluation within 300 s")
+            pytest.fail(f"no evaluation within 240 s (exit {proc.poll()}); the run printed:\n{log.read_text()[-4000:]}")
     finally:
         proc.kill()
-    proc.communicate(timeout=30)
+    proc.wait(timeout=30)
     plan = _rows(db, "SELECT plan_json FROM modelrun")[0][0]
     before = dict(_rows(db, "SELECT k.id, e.status FROM kernel k JOIN evaluation e ON e.kernel_id = k.id"))
     assert _rows(db, "SELECT status FROM run WHERE name = 'mk'") == [("running",)]

@@ -8,6 +8,7 @@ import io
 import re
 import sqlite3
 
+import pytest
 import yaml
 from rich.console import Console
 
@@ -58,6 +59,7 @@ def _batch(tmp_path):
     return kb, cfg
 
 
+@pytest.mark.slow   # about 13 s on 2 cores: a CLI batch of KernelBench files
 def test_refused_problems_are_rows_and_every_view_counts_every_problem(tmp_path):
     kb, cfg = _batch(tmp_path)
     db = tmp_path / "ks.db"

@@ -138,6 +138,7 @@ def long_k(tmp_path_factory):
     return dataclasses.replace(problem, cases=[dataclasses.replace(own, cpu=True)])
 
 
+@pytest.mark.slow   # about 20 s on 2 cores: two long-K matmul evaluations on the interpreter
 def test_problem_file_honest_fp32_matmul_is_ok_and_tf32_is_not(long_k):
     s = EvalSettings(trials=1, aot_compile=False)
     r = evaluate(long_k, HONEST, s, mode="cpu", seed=5)

@@ -40,14 +40,13 @@ from typing import Callable, ContextManager
 import torch
 
 from kernelsearch.judge import charges, wire
-from kernelsearch.judge.client import RunnerClient
 from kernelsearch.judge.conversation import Conversation
-from kernelsearch.judge.correctness import COMPARE_CHUNK, agreement, compare
+from kernelsearch.judge.correctness import COMPARE_CHUNK
 from kernelsearch.judge.family import Case
 from kernelsearch.judge.memory import calls_that_fit, timing_calls
-from kernelsearch.judge.numerics import references
 from kernelsearch.judge.seeds import derive_seed
 from kernelsearch.judge.status import CandidateFailure, HarnessFailure, Status
+from kernelsearch.judge.timed_check import check_batch, decoded_outs
 
 BATCH_BYTES = 8 * 2**30        # inputs + outputs of one side's batch (GPU): n is as many calls as fit
 MIN_CALLS = 2
@@ -86,6 +85,7 @@ class TimingResult:
     out_bytes: int                        # one call's outputs (the reference's)
     timings: dict[str, dict]              # per side: median_ms, spread, batches, calls_per_batch, min_ms, max_ms
     ceilings: dict | None = None          # the device's measured ceilings (GPU), measured holding it alone
+    group: tuple = ()                     # a re-timing group's other candidates' TimingResults, in `others` order
 
     @property
     def timing_case(self) -> str:
@@ -93,16 +93,22 @@ class TimingResult:
         return self.case.describe()
 
 
+def _is_cand(name: str) -> bool:
+    return name.startswith("candidate")   # "candidate", and a group's "candidate#1", "candidate#2", ...
+
+
 def _nbytes(values) -> int:
     return sum(t.numel() * t.element_size() for t in wire.flat_tensors(values))
 
 
 def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], tuple[float, float]],
-               lease: Callable[[str], ContextManager], detail: dict) -> TimingResult:
+               lease: Callable[[str], ContextManager], detail: dict, others: tuple = ()) -> TimingResult:
     """Time the candidate (`talk.cand`) against the reference(s) in runners of its own, on the timed case.
 
     `secret` is the evaluation's seed; `tolerance(case)` the timed outputs' (atol, rtol); `lease(kind)` holds the
-    device ("shared" or "exclusive"); the timing plan and the loop's laps are written into `detail`."""
+    device ("shared" or "exclusive"); the timing plan and the loop's laps are written into `detail`. `others`: a
+    re-timing group's further candidates' runners (judge/group.py), timed in the same loop, each batch's sides
+    interleaved, on the same inputs and against the same reference batches; their results are the result's `group`."""
     cuda = talk.mode == "cuda"
     problem, mem, settings = talk.problem, talk.mem, talk.settings
     case = problem.timed_case if cuda else problem.cpu_timed_case()
@@ -115,7 +121,9 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
     mem.doing = f"the timing stage's inputs, slots and output checks on {case.describe()}"
     probe = inputs_of(-2, 0)
     in_bytes = _nbytes(probe)
-    sides = {"candidate": talk.cand, "eager": talk.runner("reference")}
+    sides = {"candidate": talk.cand, **{f"candidate#{i}": r for i, r in enumerate(others, start=1)}}
+    sides["eager"] = talk.runner("reference")
+    cands = [name for name in sides if _is_cand(name)]
     talk.ask(sides["eager"], {"op": "load", "role": "reference", "problem": problem.ref},
              "loading the reference", "timing")
     if settings.compare_compile and cuda:
@@ -136,7 +144,7 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
     t_warm = time.perf_counter()
     with lease("shared"):
         for name, r in sides.items():
-            if name != "candidate":
+            if not _is_cand(name):
                 talk.put(r, 0, probe, "timing")
                 talk.ask(r, {"op": "batch", "slots": [0], "n": 1}, "the reference's first call", "timing")
                 reply, _ = talk.ask(r, {"op": "release"}, "releasing the first call's memory", "timing")
@@ -196,10 +204,12 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                 plan["fixed_ms"] = round(fixed * 1e3, 4)
         per_call: dict[str, list[float]] = {k: [] for k in sides}
         overheads: list[float] = []
-        side_steps: list[float] = []   # per batch: (candidate's ping + describe) - (the reference's)
+        # per candidate, per batch: its (ping + describe) - the reference's; its batch on the judge's clock; its wall
+        # beyond its (untrusted) events, or None
+        side_steps: dict[str, list[float]] = {c: [] for c in cands}
         steps: dict[str, list] = {"pings_ms": [], "describes_ms": []}   # per batch, per side (the plan: why it moved)
-        cand_walls: list[float] = []   # per batch: the candidate's batch on the judge's clock
-        cand_owns: list[float | None] = []   # per batch: its wall beyond its (untrusted) events, or None
+        cand_walls: dict[str, list[float]] = {c: [] for c in cands}
+        cand_owns: dict[str, list[float | None]] = {c: [] for c in cands}
         # The whole loop holds the device alone, one exclusive lease (per batch, the refills and checks shared: on an
         # H200 8.7 evaluations a minute against 11.2, each batch queueing behind other candidates' exclusive work).
         # The candidate's process is frozen from the refill until its ping, and from its describe until its outputs
@@ -218,7 +228,7 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
 
                     ceil = ceilings("cuda")   # measured once per device, only while holding it alone
                 t_lap = time.perf_counter()
-                clock, events, pings, cand_reply, cand_bufs, eager_outs = _timed_batch(talk, sides, b, n)
+                clock, events, pings, cand_out, eager_outs = _timed_batch(talk, sides, b, n)
                 laps["batches"] += time.perf_counter() - t_lap
                 steps["pings_ms"].append({k: round(v * 1e3, 4) for k, v in pings.items()})
                 steps["describes_ms"].append({k: round(v[1] * 1e3, 4) for k, v in clock.items()})
@@ -226,15 +236,16 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                 ev = events.get("eager")
                 overheads.append(clock["eager"][0] - ev / 1e3 if cuda and isinstance(ev, (int, float)) else fixed)
                 for name, (t_batch, t_desc) in clock.items():
-                    if name == "candidate":
-                        side_steps.append((pings[name] - pings["eager"]) + (t_desc - clock["eager"][1])
-                                          + delivery.get("candidate", 0.0) - delivery.get("eager", 0.0))
-                        cand_walls.append(t_batch)
-                        ev_c = events.get("candidate")
+                    if _is_cand(name):
+                        side_steps[name].append((pings[name] - pings["eager"]) + (t_desc - clock["eager"][1])
+                                                + delivery.get(name, 0.0) - delivery.get("eager", 0.0))
+                        cand_walls[name].append(t_batch)
+                        ev_c = events.get(name)
                         valid = cuda and isinstance(ev_c, (int, float)) and 0.0 < ev_c / 1e3 <= t_batch
-                        cand_owns.append(t_batch - ev_c / 1e3 if valid else None)
+                        cand_owns[name].append(t_batch - ev_c / 1e3 if valid else None)
                         if cuda and charges.CREDIT == "batch":   # the loop's stopping rule reads what will be reported
-                            per_call[name] = charges.batch_times(cand_walls, cand_owns, overheads, fixed, n)
+                            per_call[name] = charges.batch_times(cand_walls[name], cand_owns[name], overheads, fixed,
+                                                                 n)
                         else:
                             per_call[name].append(max(t_batch - fixed, 0.0) * 1e3 / n)
                     elif cuda and isinstance(events.get(name), (int, float)):
@@ -242,14 +253,47 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                     else:
                         per_call[name].append(max(t_batch - fixed, 0.0) * 1e3 / n)
                 t_lap = time.perf_counter()
-                _check(talk, sides["candidate"], cand_reply, cand_bufs, inputs_of, b, n, ref, eager_outs, atol, rtol,
-                       chunk)
+                for c in cands:
+                    check_batch(talk, sides[c], *cand_out[c], inputs_of, b, n, ref, eager_outs, atol, rtol, chunk)
                 laps["check"] += time.perf_counter() - t_lap
-                del cand_reply, cand_bufs, eager_outs
+                del cand_out, eager_outs
                 if b + 1 >= batches[0] and all(charges.spread(v) <= TARGET_SPREAD for v in per_call.values()):
                     break
     plan["overhead_ms"] = round(statistics.median(overheads) * 1e3, 4) if overheads else None
-    if cuda and overheads and cand_walls:
+    figures: dict[str, float] = {}
+    for c in cands:   # each candidate charged as one alone is, against the same reference batches
+        figures[c] = _charge(per_call, c, overheads, cand_walls[c], cand_owns[c], side_steps[c], fixed, n, cuda,
+                             plan if c == "candidate" else plan.setdefault("group", {}).setdefault(c, {}))
+    stage_s["timing_loop"] = round(time.perf_counter() - t_stage, 3)
+    stage_s.update({f"timing_{k}": round(v, 3) for k, v in laps.items()})
+    for name, r in sides.items():
+        if not _is_cand(name):
+            r.close()
+    del views
+    plan.update(steps)
+    med = {k: charges.low(v) for k, v in per_call.items() if not _is_cand(k)}   # every side by the same estimator
+    compile_ms = med.get("compile")
+
+    def result(c: str, group: tuple = ()) -> TimingResult:
+        cand_ms = figures[c]
+        rows = {"candidate": per_call[c], **{k: v for k, v in per_call.items() if not _is_cand(k)}}
+        return TimingResult(
+            time_ms=cand_ms, ref_time_ms=med["eager"], speedup=med["eager"] / cand_ms if cand_ms > 0 else None,
+            compile_ref_time_ms=compile_ms,
+            speedup_compile=compile_ms / cand_ms if compile_ms is not None and cand_ms > 0 else None,
+            case=case, in_bytes=in_bytes, out_bytes=out_bytes,
+            timings={k: {"median_ms": cand_ms if k == "candidate" else med[k], "spread": charges.spread(v),
+                         "batches": len(v), "calls_per_batch": n, "min_ms": min(v), "max_ms": max(v)}
+                     for k, v in rows.items()},
+            ceilings=ceil, group=group)
+    return result("candidate", tuple(result(c) for c in cands[1:]))
+
+
+def _charge(per_call: dict, c: str, overheads: list, walls: list, owns: list, side_steps: list, fixed: float,
+            n: int, cuda: bool, plan: dict) -> float:
+    """Candidate `c`'s per-batch times (into per_call[c]) and its figure (ms a call), with what was charged in
+    `plan`."""
+    if cuda and overheads and walls:
         # The candidate is charged its batch's wall time less the eager reference's per-batch overhead (its wall time
         # beyond its CUDA-event time: round trip, graph launch, wake-up, synchronize; median over the batches), not
         # less the empty batch's round trip, which launches no graph and waits for no work: that left ~0.25 ms a
@@ -257,55 +301,40 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
         # do_bench). The reference's runner is trusted and never loaded the candidate: a candidate gains at most
         # what an honest runner pays, and never more than GRAPH_LAUNCH_CAP beyond the empty batch (work of the
         # candidate's still on the device while the reference's batch waits would otherwise be credited to it).
-        charged, own = charges.batch_credit(overheads, [o for o in cand_owns if o is not None], fixed)
+        charged, own = charges.batch_credit(overheads, [o for o in owns if o is not None], fixed)
         if own is not None:
             plan["cand_overhead_ms"] = round(own * 1e3, 4)
         plan["charged_overhead_ms"] = round(charged * 1e3, 4)
         plan["credit"], plan["side_charge"], plan["refs_frozen"] = charges.CREDIT, charges.SIDE_CHARGE, FREEZE_REFS
         if charges.CREDIT == "batch":
-            per_call["candidate"] = charges.batch_times(cand_walls, cand_owns, overheads, fixed, n)
+            per_call[c] = charges.batch_times(walls, owns, overheads, fixed, n)
         else:
-            per_call["candidate"] = [max(w - charged, 0.0) * 1e3 / n for w in cand_walls]
-    stage_s["timing_loop"] = round(time.perf_counter() - t_stage, 3)
-    stage_s.update({f"timing_{k}": round(v, 3) for k, v in laps.items()})
-    for name, r in sides.items():
-        if name != "candidate":
-            r.close()
-    del views
+            per_call[c] = [max(w - charged, 0.0) * 1e3 / n for w in walls]
     # a ping or a describe that takes the candidate longer than the reference is charged: work done then (outputs
     # computed early or late) is on the clock (judge/charges.py says how)
     plan["side_steps_ms"] = [round(v * 1e3, 4) for v in side_steps]
-    plan.update(steps)
-    per_call["candidate"], cand_ms, charge = charges.candidate_figure(per_call["candidate"], side_steps, n)
+    per_call[c], cand_ms, charge = charges.candidate_figure(per_call[c], side_steps, n)
     plan["side_step_charge_ms"] = round(charge, 5)
-    med = {k: charges.low(v) for k, v in per_call.items()}   # every side by the same estimator
-    med["candidate"] = cand_ms
-    cand_ms, compile_ms = med["candidate"], med.get("compile")
-    return TimingResult(
-        time_ms=cand_ms, ref_time_ms=med["eager"], speedup=med["eager"] / cand_ms if cand_ms > 0 else None,
-        compile_ref_time_ms=compile_ms,
-        speedup_compile=compile_ms / cand_ms if compile_ms is not None and cand_ms > 0 else None,
-        case=case, in_bytes=in_bytes, out_bytes=out_bytes,
-        timings={k: {"median_ms": med[k], "spread": charges.spread(v), "batches": len(v), "calls_per_batch": n,
-                     "min_ms": min(v), "max_ms": max(v)} for k, v in per_call.items()},
-        ceilings=ceil)
+    return cand_ms
 
 
 def _timed_batch(talk: Conversation, sides: dict, b: int, n: int):
-    """Each side's ping, batch and describe, on the judge's clock; the candidate is thawed just before its ping and
-    frozen again after its describe. Returns the clock readings, the references' event times, the pings, and the
+    """Each side's ping, batch and describe, on the judge's clock; a candidate is thawed just before its ping and
+    frozen again after its describe. Returns the clock readings, the references' event times, the pings, each
     candidate's describe reply with its buffers, and the eager reference's outputs of the same calls (decoded: on a
-    GPU views of its runner's memory, valid until its next batch)."""
+    GPU views of its runner's memory, valid until its next batch). In a re-timing group every side's batch waits for
+    a quiet device, not only the references': one candidate's work left running would slow the next one's batch."""
     clock: dict[str, tuple[float, float]] = {}
     eager_outs: list | None = None
     events: dict[str, float | None] = {}
     pings: dict[str, float] = {}
-    cand_reply, cand_bufs = None, None
+    cand_out: dict[str, tuple] = {}
+    group = sum(map(_is_cand, sides)) > 1
     for name in (list(sides) if b % 2 == 0 else list(sides)[::-1]):   # neither side always first
         r = sides[name]
-        if name != "candidate" and talk.mode == "cuda":
-            quiet_device(talk)   # the candidate is frozen here: nothing of it may still be running on the device
-        if name == "candidate" or FREEZE_REFS:
+        if (group or not _is_cand(name)) and talk.mode == "cuda":
+            quiet_device(talk, sides)   # every candidate is frozen here: nothing of one may still run on the device
+        if _is_cand(name) or FREEZE_REFS:
             r.thaw()
         tp = time.perf_counter()
         talk.ask(r, {"op": "ping"}, "a ping", "timing")
@@ -315,33 +344,21 @@ def _timed_batch(talk: Conversation, sides: dict, b: int, n: int):
                            "a timed batch", "timing")
         t1 = time.perf_counter()
         events[name] = done.get("event_ms")   # the candidate's is its word: it can only lower its credit (above)
-        if name == "candidate":
+        if _is_cand(name):
             talk.advisories(done, "a timed batch", "timing")
         reply, bufs = talk.ask(r, {"op": "describe"}, "describing a timed batch", "timing")
         t2 = time.perf_counter()
-        if name == "candidate":
+        if _is_cand(name):
             r.freeze()   # nothing runs in the candidate's process until its outputs are read
-            cand_reply, cand_bufs = reply, bufs
+            cand_out[name] = (reply, bufs)
         else:
             if FREEZE_REFS:
                 r.freeze()   # as the candidate's: every side's next ping wakes its runner the same way
             if name == "eager":
-                eager_outs = _decoded_outs(talk, r, reply, bufs, n)
+                eager_outs = decoded_outs(talk, r, reply, bufs, n)
         clock[name] = (t1 - t0, t2 - t1)
         del reply, bufs
-    return clock, events, pings, cand_reply, cand_bufs, eager_outs
-
-
-def _decoded_outs(talk: Conversation, r: RunnerClient, reply: dict, bufs: list, n: int) -> list | None:
-    """A trusted runner's outputs of a batch's n calls, decoded; None where they are not n well-formed values (the
-    check then computes each call's reference itself)."""
-    outs = reply.get("outs")
-    if not isinstance(outs, list) or len(outs) != n:
-        return None
-    try:
-        return [wire.decode(o, bufs, talk.device, r.ipc) for o in outs]
-    except wire.WireError:
-        return None
+    return clock, events, pings, cand_out, eager_outs
 
 
 def _probe_ms() -> float:
@@ -358,7 +375,7 @@ def _probe_ms() -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
-def quiet_device(talk: Conversation) -> None:
+def quiet_device(talk: Conversation, sides: dict | None = None) -> None:
     """Before a reference's timed batch: the device runs nothing but the judge's work. SIGSTOP freezes the
     candidate's host threads, not kernels it left on the device, and a kernel of another process time-slices with
     the reference's batch, so a candidate that leaves one spinning reads faster than it is. A probe kernel on the
@@ -372,7 +389,9 @@ def quiet_device(talk: Conversation) -> None:
         if took <= PROBE_BUSY_MS:
             return
         time.sleep(0.05)
-    talk.cand.kill()
+    for name, r in (sides or {"candidate": talk.cand}).items():
+        if _is_cand(name):
+            r.kill()
     time.sleep(0.2)
     took_after = min(_probe_ms() for _ in range(3))
     if took_after <= PROBE_BUSY_MS:
@@ -389,9 +408,10 @@ def _refill(talk: Conversation, sides: dict, views: dict, inputs_of, b: int, n: 
     frozen, until its ping. Returns each side's delivery time on the judge's clock where the runner itself receives
     the inputs (the CPU: its process decodes them, and the candidate's code could work then): the candidate's beyond
     the reference's is charged with its ping and describe, so no work of its is off the clock."""
-    cand = sides["candidate"]
+    cands = [r for name, r in sides.items() if _is_cand(name)]
     if talk.mode == "cuda":
-        cand.freeze()   # thawed by _timed_batch just before its ping
+        for cand in cands:
+            cand.freeze()   # thawed by _timed_batch just before its ping
         _freeze_refs(sides)
         for k in range(n):
             x = inputs_of(b, k)
@@ -404,7 +424,7 @@ def _refill(talk: Conversation, sides: dict, views: dict, inputs_of, b: int, n: 
         return {}
     took = dict.fromkeys(sides, 0.0)
     for name, r in sides.items():
-        if name != "candidate" and FREEZE_REFS:
+        if not _is_cand(name) and FREEZE_REFS:
             r.thaw()   # frozen since its last describe: here it receives the inputs itself
     for k in range(n):
         x = inputs_of(b, k)
@@ -412,7 +432,8 @@ def _refill(talk: Conversation, sides: dict, views: dict, inputs_of, b: int, n: 
             t0 = time.perf_counter()
             talk.put(r, k, x, "timing")
             took[name] += time.perf_counter() - t0
-    cand.freeze()
+    for cand in cands:
+        cand.freeze()
     _freeze_refs(sides)
     return took
 
@@ -430,7 +451,7 @@ def _loop_guard(sides: dict):
         if collecting:
             gc.enable()
         for name, r in sides.items():
-            if name != "candidate":
+            if not _is_cand(name):
                 r.thaw()
 
 
@@ -439,62 +460,5 @@ def _freeze_refs(sides: dict) -> None:
     ping; a reference's runner is closed (which thaws it) after the loop."""
     if FREEZE_REFS:
         for name, r in sides.items():
-            if name != "candidate":
+            if not _is_cand(name):
                 r.freeze()
-
-
-def _check(talk: Conversation, r: RunnerClient, reply: dict, bufs: list, inputs_of, b: int, n: int, ref,
-           eager_outs: list | None, atol: float, rtol: float, chunk: int = COMPARE_CHUNK) -> None:
-    """Every output of the candidate's timed batch against the reference on that call's inputs (runner frozen).
-
-    The batch's first call is judged by `compare` in full (types, shapes, dtypes, values) against the judge's own
-    reference; the others by `agreement` with the eager reference's output of the same call in the same batch (its
-    runner is trusted, never loaded the candidate, and ran the same inputs), whose yes/no stays on the device until
-    one read for the whole batch. A call that disagrees is then judged by `compare` against the judge's own reference,
-    which decides (an honest output a hair outside the tolerance of eager's rounded one passes there).
-    Reading eager's outputs instead of recomputing each call's reference here takes the inputs' generation and a
-    forward of the reference per call out of the exclusive lease (a synchronisation and a deep copy per call once
-    cost 10 ms a call on an H200: 1.46 s of a softmax evaluation's 1.89 s timing loop). Where eager's outputs are
-    missing (None), each call's float32 reference is computed here as before."""
-    try:
-        outs = reply.get("outs")
-        if not isinstance(outs, list) or len(outs) != n:
-            got_n = len(outs) if isinstance(outs, list) else "no"
-            raise CandidateFailure(Status.crash, f"a timed batch returned {got_n} outputs for {n} calls",
-                                   stage="timing")
-
-        def fail_if_wrong(k: int, got) -> object:
-            # float32 is enough here: precision was judged in correctness against float64; a timed output is checked
-            # for being this call's answer at all (skipped, stale or unfinished work is far off)
-            want, want_hi = references(ref, inputs_of(b, k), torch.float32)
-            cmp = compare(got, want, want_hi, atol, rtol, chunk)
-            if not cmp.ok:
-                raise CandidateFailure(Status.incorrect, f"a timed call's output (call {k} of a batch of {n}) is "
-                                       f"wrong: {cmp.reason}", cmp.detail or None, stage="timing")
-            return want
-
-        like, flags, gots = None, [], {}
-        for k, obj in enumerate(outs):
-            try:
-                got = wire.decode(obj, bufs, talk.device, r.ipc)
-            except wire.WireError as err:
-                raise CandidateFailure(Status.crash, f"a timed call's output is malformed: {err}",
-                                       stage="timing") from None
-            flag = None
-            if like is not None:
-                with torch.no_grad():
-                    want32 = eager_outs[k] if eager_outs is not None else references(
-                        ref, inputs_of(b, k), torch.float32)[1]
-                    flag = agreement(got, like, want32, atol, rtol, chunk)
-            if flag is None:
-                like = fail_if_wrong(k, got)
-            else:
-                flags.append(flag)
-                gots[len(flags) - 1] = (k, got)
-        if flags:
-            ok = torch.stack(flags).cpu()   # the batch's one read
-            for i in (~ok).nonzero().flatten().tolist():
-                fail_if_wrong(*gots[i])   # `compare` decides: within its float64 arithmetic a borderline value passes
-    finally:
-        with contextlib.suppress(Exception):
-            r.thaw()

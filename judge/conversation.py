@@ -59,7 +59,7 @@ class Conversation:
             # a reference runner (which never loads candidate code) out of memory is the harness's failure. The
             # candidate's reply is the candidate's word, whatever it says: "out of memory" there was filed as the
             # judge's own failure (uncharged, queued again) until a candidate forged it (fixture round3/forged_oom)
-            if r is not self.cand:
+            if r.name != "candidate":   # a reference's (a re-timing group has several candidates)
                 self.mem.raise_if_out_of_memory(reply["error"], f"the {r.name}'s process {what}", stage)
             raise failure_from(reply, what, stage)
         return reply, bufs
@@ -159,7 +159,7 @@ class Conversation:
             try:
                 return self.ask(r, header, "receiving inputs", stage, bufs)[0]
             except CandidateFailure as f:
-                if r is not self.cand or not is_out_of_memory(f.reason or ""):
+                if r.name != "candidate" or not is_out_of_memory(f.reason or ""):
                     raise
                 self.mem.note(f"{stage}: the candidate's process was out of memory receiving its inputs; asked "
                               f"again after {PUT_RETRY_S * (attempt + 1):g} s")

@@ -398,6 +398,34 @@ def io_floor_ms(in_bytes: int, out_bytes: int, ceil: dict) -> float | None:
     return (in_bytes + out_bytes) / (gbps * 1e9) * 1e3
 
 
+def apply_timing(result: EvalResult, judge: Judge, timed: TimingResult, problem: Problem, mode: str) -> None:
+    """The clock's reading onto the result, and on a GPU the roofline's checks of it (CandidateFailure)."""
+    case, in_bytes, out_bytes = timed.case, timed.in_bytes, timed.out_bytes
+    judge.detail.update(timings=timed.timings, timing_case=timed.timing_case)
+    result.time_ms, result.ref_time_ms, result.speedup = timed.time_ms, timed.ref_time_ms, timed.speedup
+    result.compile_ref_time_ms, result.speedup_compile = timed.compile_ref_time_ms, timed.speedup_compile
+    if mode == "cuda":
+        from kernelsearch.judge.roofline import ceilings, roofline
+
+        ceil = timed.ceilings or ceilings("cuda")
+        judge.detail["ceilings"] = ceil
+        floor = io_floor_ms(in_bytes, out_bytes, ceil)
+        judge.detail["io_floor_ms"] = floor
+        if floor is not None and result.time_ms < FLOOR_SLACK * floor:
+            raise CandidateFailure(Status.rejected, f"floor check: {result.time_ms:.4g} ms per call is below the "
+                                   f"{floor:.4g} ms its inputs and outputs ({(in_bytes + out_bytes) / 1e6:.1f} MB) "
+                                   "take to move once at the measured copy bandwidth", stage="roofline")
+        flops = problem.flops(case) if problem.flops else None
+        nbytes = problem.bytes_moved(case) if problem.bytes_moved else None
+        r = roofline(flops, nbytes, result.time_ms, case.dtype, ceil)
+        result.gbps, result.tflops = r.get("gbps"), r.get("tflops")
+        frac = r.get("roofline_fraction")
+        result.roofline_fraction, result.bottleneck = frac, r.get("bottleneck")
+        if frac is not None and frac > 1.05:
+            raise CandidateFailure(Status.rejected, f"impossible speed: {frac:.2f}x the roofline of the measured "
+                                   "ceilings (faster than the bytes or FLOPs allow)", stage="roofline")
+
+
 def evaluate(problem: Problem, source: str, settings: EvalSettings, *, mode: str = "cpu", seed: int | None = None,
              spawn: Callable[[str], RunnerClient] | None = None, candidate_path: str | None = None,
              lease: Callable[[str], ContextManager] = contextlib.nullcontext, device_name: str | None = None,
@@ -443,32 +471,7 @@ def evaluate(problem: Problem, source: str, settings: EvalSettings, *, mode: str
         stage = "timing"
         timed = judge.timing()
         lap("timing")
-        case, in_bytes, out_bytes = timed.case, timed.in_bytes, timed.out_bytes
-        judge.detail["timings"] = timed.timings
-        judge.detail["timing_case"] = timed.timing_case
-        result.time_ms, result.ref_time_ms, result.speedup = timed.time_ms, timed.ref_time_ms, timed.speedup
-        result.compile_ref_time_ms, result.speedup_compile = timed.compile_ref_time_ms, timed.speedup_compile
-        if mode == "cuda":
-            stage = "roofline"
-            from kernelsearch.judge.roofline import ceilings, roofline
-
-            ceil = timed.ceilings or ceilings("cuda")
-            judge.detail["ceilings"] = ceil
-            floor = io_floor_ms(in_bytes, out_bytes, ceil)
-            judge.detail["io_floor_ms"] = floor
-            if floor is not None and result.time_ms < FLOOR_SLACK * floor:
-                raise CandidateFailure(Status.rejected, f"floor check: {result.time_ms:.4g} ms per call is below the "
-                                       f"{floor:.4g} ms its inputs and outputs ({(in_bytes + out_bytes) / 1e6:.1f} MB) "
-                                       "take to move once at the measured copy bandwidth", stage="roofline")
-            flops = problem.flops(case) if problem.flops else None
-            nbytes = problem.bytes_moved(case) if problem.bytes_moved else None
-            r = roofline(flops, nbytes, result.time_ms, case.dtype, ceil)
-            result.gbps, result.tflops = r.get("gbps"), r.get("tflops")
-            result.roofline_fraction, result.bottleneck = r.get("roofline_fraction"), r.get("bottleneck")
-            frac = r.get("roofline_fraction")
-            if frac is not None and frac > 1.05:
-                raise CandidateFailure(Status.rejected, f"impossible speed: {frac:.2f}x the roofline of the "
-                                       "measured ceilings (faster than the bytes or FLOPs allow)", stage="roofline")
+        apply_timing(result, judge, timed, problem, mode)
         result.status, result.stage, result.reason = Status.ok, "timing", None
     except (CandidateFailure, MemoryError, RuntimeError) as f:
         if not isinstance(f, CandidateFailure):

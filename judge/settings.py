@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+# a re-timing group's candidates at most (judge/group.py): each is a side of every batch, whose calls share the memory
+GROUP_MAX = 4
+
 
 class EvalSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")

@@ -7,7 +7,6 @@ the candidate's timeout.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import secrets
@@ -21,13 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from kernelsearch.judge.isolation import confine_candidate, die_with_parent, kill_strays
+from kernelsearch.judge.isolation import confine_candidate, kill_strays
 from kernelsearch.judge.result import EvalResult
 from kernelsearch.judge.settings import EvalSettings
 from kernelsearch.judge.status import Status
 from kernelsearch.sandbox import deaths
 from kernelsearch.sandbox.admission import GATE_SHARE, DeviceLease, MemoryGate, gpu_memory_bytes  # noqa: F401
 from kernelsearch.sandbox.env import scrubbed_env
+from kernelsearch.sandbox.forkserver import Zygote
+from kernelsearch.sandbox.forkserver import kill_group as _kill_group
+from kernelsearch.sandbox.groups import split_group
 from kernelsearch.sandbox.limits import apply_limits, device_nodes_open, python_open_to_others
 
 OUTPUT_CAP = 64 * 1024
@@ -75,88 +77,6 @@ def _limits(timeout_s: float, address_space_bytes: int | None, network_off: bool
     return apply
 
 
-class _Zygote:
-    """The pool's end of the fork server (sandbox/zygote.py): started once, restarted if it dies."""
-
-    def __init__(self, env: dict[str, str], prime: bool = False) -> None:
-        self.env = env   # Triton's interpreter switch must be set before triton.language is imported
-        self.prime = prime   # the meta path imported before forking (zygote.py): a GPU pool's judges skip it
-        self.proc: asyncio.subprocess.Process | None = None
-        self.sock: socket.socket | None = None
-        self._ids = 0
-        self._spawned: dict[int, asyncio.Future] = {}
-        self._exits: dict[int, asyncio.Future] = {}
-        self._reader: asyncio.Task | None = None
-        self._starting = asyncio.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    async def _start(self) -> None:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        rep_r, rep_w = os.pipe()
-        try:
-            self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "kernelsearch.sandbox.zygote", str(theirs.fileno()), str(rep_w),
-                *(["prime"] if self.prime else []),
-                pass_fds=(theirs.fileno(), rep_w), env=scrubbed_env(self.env), start_new_session=True,
-                stdin=asyncio.subprocess.DEVNULL, preexec_fn=die_with_parent)
-        finally:
-            theirs.close()
-            os.close(rep_w)
-        self.sock = ours
-        reader = asyncio.StreamReader()
-        await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
-                                                           os.fdopen(rep_r, "rb"))
-        self._reader = asyncio.create_task(self._read(reader))
-
-    async def _read(self, reader: asyncio.StreamReader) -> None:
-        loop = asyncio.get_running_loop()
-        while line := await reader.readline():
-            msg = json.loads(line)
-            if "spawned" in msg:
-                fut = self._spawned.pop(msg["spawned"], None)
-                if fut and not fut.done():
-                    fut.set_result(msg["pid"])
-            elif "exited" in msg:
-                fut = self._exits.setdefault(msg["exited"], loop.create_future())
-                if not fut.done():
-                    fut.set_result(msg["rc"])
-        err = RuntimeError("the fork server ended")
-        for fut in [*self._spawned.values(), *self._exits.values()]:
-            if not fut.done():
-                fut.set_exception(err)
-        self._spawned.clear()
-
-    async def spawn(self, request: dict, fds: list[int]) -> int:
-        loop = asyncio.get_running_loop()
-        if self._loop is not loop:   # a pool used from a new event loop: the old reader task is gone with its loop
-            self.close()
-            self.proc, self.sock, self._loop = None, None, loop
-            self._spawned, self._exits, self._starting = {}, {}, asyncio.Lock()
-        async with self._starting:   # one start, however many candidates arrive at once
-            if self.proc is None or self.proc.returncode is not None:
-                await self._start()
-        self._ids += 1
-        fut = asyncio.get_running_loop().create_future()
-        self._spawned[self._ids] = fut
-        socket.send_fds(self.sock, [json.dumps({**request, "id": self._ids}).encode()], fds)
-        return await asyncio.wait_for(fut, timeout=120)
-
-    async def wait(self, pid: int) -> int:
-        fut = self._exits.setdefault(pid, asyncio.get_running_loop().create_future())
-        rc = await fut
-        self._exits.pop(pid, None)
-        return rc
-
-    def close(self) -> None:
-        if self._reader is not None and not self._reader.done():
-            with contextlib.suppress(RuntimeError):   # its loop already closed: nothing left to cancel on
-                self._reader.cancel()
-        if self.sock is not None:
-            self.sock.close()
-        if self.proc is not None and self.proc.returncode is None:
-            _kill_group(self.proc.pid)
-
-
 class EvaluatorPool:
     def __init__(self, settings: PoolSettings):
         self.s = settings
@@ -176,7 +96,7 @@ class EvaluatorPool:
         self.lease_log: list[tuple[int, float, float]] = []
         interp = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""} if settings.mode == "cpu" else {}
         # on the CPU the priming (1 s a fork server) is left to each judge: tests start many pools
-        self._zygote = _Zygote(interp, prime=settings.mode == "cuda") if settings.evaluation.fork_server else None
+        self._zygote = Zygote(interp, prime=settings.mode == "cuda") if settings.evaluation.fork_server else None
         self._isolates: bool | None = None
 
     @property
@@ -197,6 +117,28 @@ class EvaluatorPool:
         """Check and time one candidate. `may_start` is asked once a slot is free: when it says no (the run's
         wall-time budget ran out while this candidate waited), nothing starts and the answer is None. `retime`: a
         kernel judged correct before, timed again (EvalSettings.retime: the timed case's check, then the clock)."""
+        return await self._admitted([source], problem_ref, may_start, retime)
+
+    async def retime_group(self, sources: list[str], problem_ref: dict,
+                           may_start: Callable[[], bool] | None = None) -> list[EvalResult | None]:
+        """Re-time kernels judged correct before side by side, in one evaluation and one timing stage
+        (judge/group.py): one result per source (None where the wall-time budget stopped it from starting). A
+        source the group did not time (the group failed, or its own roofline check did) is re-timed alone, so
+        its result is always its own."""
+        if len(sources) < 2:
+            return [await self.evaluate(src, problem_ref, may_start, retime=True) for src in sources]
+        joint = await self._admitted(sources, problem_ref, may_start, True)
+        results = split_group(joint, len(sources))
+        alone = [i for i, r in enumerate(results) if r is None or r.status != Status.ok]
+        if joint is not None:
+            redone = await asyncio.gather(*(self.evaluate(sources[i], problem_ref, may_start, True) for i in alone))
+            for i, r in zip(alone, redone):
+                results[i] = r
+        return results
+
+    async def _admitted(self, sources: list[str], problem_ref: dict, may_start: Callable[[], bool] | None,
+                        retime: bool) -> EvalResult | None:
+        """One evaluation (of a candidate, or of a re-timing group) once a slot and its memory are free."""
         async with self._slots:
             if may_start is not None and not may_start():
                 return None
@@ -205,20 +147,21 @@ class EvaluatorPool:
             try:
                 gate = self._gates.get(gpu)
                 if gate is None:
-                    return await self._run(source, problem_ref, gpu, retime)
-                async with gate.hold(await self._footprint(problem_ref)):
+                    return await self._run(sources, problem_ref, gpu, retime)
+                async with gate.hold(await self._footprint(problem_ref, len(sources))):
                     if may_start is not None and not may_start():
                         return None
-                    return await self._run(source, problem_ref, gpu, retime)
+                    return await self._run(sources, problem_ref, gpu, retime)
             finally:
                 self._load[gpu] -= 1
 
-    async def _footprint(self, problem_ref: dict) -> int:
-        key = json.dumps(problem_ref, sort_keys=True)
+    async def _footprint(self, problem_ref: dict, candidates: int = 1) -> int:
+        key = json.dumps([problem_ref, candidates], sort_keys=True)
         if key not in self._footprints:
             from kernelsearch.judge.memory import footprint_bytes
 
-            sides = 3 if self.s.evaluation.compare_compile else 2   # torch.compile's reference is a third side
+            # each candidate and the eager reference a side; torch.compile's reference a further one
+            sides = candidates + (2 if self.s.evaluation.compare_compile else 1)
             self._footprints[key] = await asyncio.to_thread(footprint_bytes, problem_ref, sides)
         return self._footprints[key]
 
@@ -264,18 +207,22 @@ class EvaluatorPool:
             start_new_session=True, cwd=workdir, env=scrubbed_env(extra), preexec_fn=_limits(*limits, uid, candidate))
         return _Proc(proc.pid, proc.wait)
 
-    def _workspace(self, source: str, gpu: int) -> tuple[Path, Path, int | None, dict, dict]:
-        """A fresh directory for the evaluation and, inside it, one for the candidate's runner (its cwd, TMPDIR,
-        HOME and caches, owned by the runner's own user where it has one); the environments of both sides."""
+    def _workspace(self, sources: list[str], gpu: int) -> tuple[Path, list[tuple[Path, int | None, dict]], dict]:
+        """A fresh directory for the evaluation and, inside it, one for each candidate's runner (its cwd, TMPDIR,
+        HOME and caches, owned by the runner's own user where it has one: a re-timing group's candidates each
+        their own); the judge's environment and, with each runner's directory and user, each candidate's."""
         workdir = Path(tempfile.mkdtemp(prefix="ks-worker-"))
-        uid = self._candidate_uid()
-        rundir = workdir / "runner"
-        rundir.mkdir(mode=0o700)
-        (rundir / "candidate.py").write_text(source)
-        if uid is not None:   # a user of its own: no access to the store, other evaluations, the judge's memory
-            os.chmod(workdir, 0o711)
-            for path in (rundir, rundir / "candidate.py"):
-                os.chown(path, uid, uid)
+        cands = []
+        for i, source in enumerate(sources):
+            uid = self._candidate_uid()
+            rundir = workdir / ("runner" if i == 0 else f"runner{i}")
+            rundir.mkdir(mode=0o700)
+            (rundir / "candidate.py").write_text(source)
+            if uid is not None:   # a user of its own: no access to the store, other evaluations, the judge's memory
+                os.chmod(workdir, 0o711)
+                for path in (rundir, rundir / "candidate.py"):
+                    os.chown(path, uid, uid)
+            cands.append((rundir, uid))
         extra = {"TMPDIR": str(workdir), "OMP_NUM_THREADS": str(self.s.threads_per_worker),
                  "TORCHINDUCTOR_CACHE_DIR": self.s.inductor_cache}
         if self.s.mode == "cuda":
@@ -284,32 +231,37 @@ class EvaluatorPool:
             extra.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
         if self.s.triton_cache:
             extra["TRITON_CACHE_DIR"] = self.s.triton_cache
-        cand_env = {**extra, "TMPDIR": str(rundir), "HOME": str(rundir), "TRITON_CACHE_DIR": str(rundir / ".t"),
-                    "TORCHINDUCTOR_CACHE_DIR": str(rundir / ".inductor")}
-        return workdir, rundir, uid, extra, cand_env
+        return workdir, [(rundir, uid, {**extra, "TMPDIR": str(rundir), "HOME": str(rundir),
+                                        "TRITON_CACHE_DIR": str(rundir / ".t"),
+                                        "TORCHINDUCTOR_CACHE_DIR": str(rundir / ".inductor")})
+                         for rundir, uid in cands], extra
 
-    async def _spawn_all(self, workdir: Path, rundir: Path, uid: int | None, extra: dict, cand_env: dict,
+    async def _spawn_all(self, workdir: Path, cands: list[tuple[Path, int | None, dict]], extra: dict,
                          request: dict, out_w: int, ctrl_r: int, res_w: int) -> list["_Proc"]:
-        """The runners (candidate, reference, a second reference for torch.compile), then the judge, connected to
-        each runner by a socket; the judge is told the runners' pids (it freezes the candidate's)."""
+        """The runners (each candidate's, the reference's, a second reference's for torch.compile), then the judge,
+        connected to each runner by a socket; the judge is told the runners' pids (it freezes the candidates')."""
         ev = self.s.evaluation
         limits = (ev.timeout_s, int(ev.cpu_memory_gb * 2**30) if self.s.mode == "cpu" else None, ev.isolate_network)
-        roles = ["candidate", "reference"] + (["reference"] if ev.compare_compile and self.s.mode == "cuda" else [])
+        roles = ["candidate"] * len(cands) + ["reference"] * (2 if ev.compare_compile and self.s.mode == "cuda" else 1)
         procs: list[_Proc] = []
         ours: list[socket.socket] = []
         try:
-            for role in roles:
+            for i, role in enumerate(roles):
                 a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
                 ours.append(a)
                 mine = role == "candidate"
+                rundir, uid, cand_env = cands[i] if mine else (workdir, None, extra)
                 try:
-                    procs.append(await self._start("runner", rundir if mine else workdir, cand_env if mine else extra,
-                                                   limits, [b.fileno(), out_w], uid=uid if mine else None,
+                    procs.append(await self._start("runner", rundir, cand_env, limits, [b.fileno(), out_w], uid=uid,
                                                    candidate=mine))
                 finally:
                     b.close()
             request["runners"] = [{"role": r, "pid": p.pid} for r, p in zip(roles, procs)]
-            request["candidate_user"] = {"uid": uid, "home": str(rundir)} if uid is not None else None
+            users = [{"uid": uid, "home": str(rundir)} if uid is not None else None for rundir, uid, _ in cands]
+            request["candidate_user"] = users[0]
+            if len(cands) > 1:   # a re-timing group (judge/group.py)
+                request["group"] = [{"candidate_path": str(rundir / "candidate.py"), "candidate_user": user}
+                                    for (rundir, _, _), user in zip(cands, users)]
             procs.append(await self._start("judge", workdir, extra, (ev.timeout_s, limits[1], False),
                                            [ctrl_r, out_w, res_w, *[a.fileno() for a in ours]]))
         except BaseException:
@@ -374,9 +326,10 @@ class EvaluatorPool:
             while held:
                 release()
 
-    async def _run(self, source: str, problem_ref: dict, gpu: int, retime: bool = False) -> EvalResult:
+    async def _run(self, sources: list[str], problem_ref: dict, gpu: int, retime: bool = False) -> EvalResult:
         t0 = time.monotonic()
-        workdir, rundir, uid, extra, cand_env = self._workspace(source, gpu)
+        workdir, cands, extra = self._workspace(sources, gpu)
+        rundir, uid, _ = cands[0]
         # no seed: the judge draws its own (sandbox/worker.py), so no process but the undumpable judge ever holds it
         request = {"mode": self.s.mode, "problem": problem_ref, "candidate_path": str(rundir / "candidate.py"),
                    "settings": {**self.s.evaluation.model_dump(), "retime": retime}}
@@ -384,7 +337,7 @@ class EvaluatorPool:
         ctrl_r, ctrl_w = os.pipe()
         res_r, res_w = os.pipe()
         try:
-            procs = await self._spawn_all(workdir, rundir, uid, extra, cand_env, request, out_w, ctrl_r, res_w)
+            procs = await self._spawn_all(workdir, cands, extra, request, out_w, ctrl_r, res_w)
         finally:
             for fd in (ctrl_r, out_w, res_w):
                 os.close(fd)
@@ -414,11 +367,13 @@ class EvaluatorPool:
         finally:
             # the candidate's processes outside its runner's group first (a daemon in a session of its own, which
             # killing the group misses), found while the runner, their subreaper, still holds them; by user too
-            kill_strays(procs[0].pid, uid)
+            for i, (_, uid_i, _) in enumerate(cands[:len(procs)]):
+                kill_strays(procs[i].pid, uid_i)
             for p in procs:
                 _kill_group(p.pid)
-            if uid is not None:
-                kill_strays(procs[0].pid, uid)
+            for i, (_, uid_i, _) in enumerate(cands[:len(procs)]):
+                if uid_i is not None:
+                    kill_strays(procs[i].pid, uid_i)
             os.close(ctrl_w)
         rc = await exits[-1]
         _, late = await asyncio.wait(exits[:-1], timeout=5)
@@ -470,12 +425,3 @@ class _Proc:
 
     async def wait(self) -> int:
         return await self._wait()
-
-
-def _kill_group(pid: int) -> None:
-    """Kill the worker's process group, and the worker itself in case it had not made its group yet."""
-    for kill in (os.killpg, os.kill):
-        try:
-            kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass

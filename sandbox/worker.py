@@ -75,12 +75,25 @@ def main(result_fd: int | None = None, runner_fds: list[int] | None = None) -> N
         if request["mode"] == "cuda":   # one evaluation, then exit: its imports frozen out of every collection (on
             prime(freeze=True)          # the CPU the judge primes where it needs to: rejected candidates never do)
         device_name = torch.cuda.get_device_name(0) if request["mode"] == "cuda" else None
-        with open(request["candidate_path"]) as f:
-            source = f.read(2 << 20)
-        result = evaluate(problem, source, EvalSettings(**request["settings"]), mode=request["mode"],
-                          seed=secrets.randbits(48), spawn=spawn, candidate_path=request["candidate_path"],
-                          lease=lease, device_name=device_name, candidate_user=request.get("candidate_user"))
-        payload = json.loads(result.to_json())
+        group = request.get("group")   # a re-timing group (judge/group.py): its results in the first one's detail
+        paths = [g["candidate_path"] for g in group] if group else [request["candidate_path"]]
+        sources = []
+        for path in paths:
+            with open(path) as f:
+                sources.append(f.read(2 << 20))
+        if group:
+            from kernelsearch.judge.group import evaluate_group
+
+            results = evaluate_group(problem, sources, EvalSettings(**request["settings"]), mode=request["mode"],
+                                     seed=secrets.randbits(48), spawn=spawn, candidate_paths=paths, lease=lease,
+                                     device_name=device_name, candidate_users=[g.get("candidate_user") for g in group])
+            payload = json.loads(results[0].to_json())
+            payload["detail"] = {"group": [json.loads(r.to_json()) for r in results]}
+        else:
+            result = evaluate(problem, sources[0], EvalSettings(**request["settings"]), mode=request["mode"],
+                              seed=secrets.randbits(48), spawn=spawn, candidate_path=paths[0], lease=lease,
+                              device_name=device_name, candidate_user=request.get("candidate_user"))
+            payload = json.loads(result.to_json())
     except BaseException as err:  # noqa: BLE001 - a judge failure is a result too, never silence
         try:   # out of memory outside the stages (loading the problem): the harness's, not the candidate's
             from kernelsearch.judge.memory import is_out_of_memory

@@ -15,6 +15,12 @@ kernel with `purpose` "retime": never its verdict, never queued work, never redo
 with its re-timings is not a finalist to re-time again; one whose re-timing was not ok is no longer ranked).
 Re-timings are not new kernels, so they do not count against `budgets.evaluations`; they start only while the
 wall-time budget lasts.
+
+Where the pool can (the local pool's `retime_group`), the finalists due a re-timing are timed side by side: one
+evaluation, one timing stage, each batch's sides interleaved (judge/group.py), up to GROUP_MAX at once; the k-th
+re-timings of every finalist form the k-th group. A finalist the group could not time is re-timed alone by the
+pool, so every row is its kernel's own reading. Elsewhere (Ray) each re-timing is an evaluation of its own, started
+round robin.
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ from typing import Callable
 
 from sqlalchemy.engine import Engine
 
+from kernelsearch.judge.settings import GROUP_MAX
 from kernelsearch.search import strategies
 from kernelsearch.store import queries as q
 from kernelsearch.store import session_scope
@@ -65,16 +72,29 @@ class Retimer:
             with session_scope(self.engine) as s:
                 codes = {kid: q.get_kernel(s, kid).code for kid, _ in due}
             self.emit("retiming", {"when": when, "kernels": [kid for kid, _ in due], "n": sum(n for _, n in due)})
-            # round robin (A, B, C, A, B, ...), the order the pool starts them in: a drift of the device's speed
-            # while they run moves every finalist's re-timings alike, not one kernel's all
-            order = [kid for i in range(max(n for _, n in due)) for kid, n in due if i < n]
-            done = sum(await asyncio.gather(*(self._retime(kid, codes[kid]) for kid in order)))
+            if hasattr(self.pool, "retime_group"):   # side by side: the i-th re-timing of each, in one stage
+                groups = []
+                for i in range(max(n for _, n in due)):
+                    kids = [kid for kid, n in due if i < n]
+                    groups += [kids[j:j + GROUP_MAX] for j in range(0, len(kids), GROUP_MAX)]
+                done = sum(ok for oks in await asyncio.gather(*(self._group(g, codes) for g in groups)) for ok in oks)
+            else:
+                # round robin (A, B, C, A, B, ...), the order the pool starts them in: a drift of the device's speed
+                # while they run moves every finalist's re-timings alike, not one kernel's all
+                order = [kid for i in range(max(n for _, n in due)) for kid, n in due if i < n]
+                done = sum(await asyncio.gather(*(self._retime(kid, codes[kid]) for kid in order)))
             if not done:   # none started (the wall-time budget): the finalists stay as they are
                 return stored
             stored += done
 
+    async def _group(self, kids: list[int], codes: dict[int, str]) -> list[bool]:
+        results = await self.pool.retime_group([codes[k] for k in kids], self.ref, may_start=self.may_start)
+        return [self._store(k, r) for k, r in zip(kids, results)]
+
     async def _retime(self, kernel_id: int, code: str) -> bool:
-        result = await self.pool.evaluate(code, self.ref, may_start=self.may_start, retime=True)
+        return self._store(kernel_id, await self.pool.evaluate(code, self.ref, may_start=self.may_start, retime=True))
+
+    def _store(self, kernel_id: int, result) -> bool:
         if result is None:   # the wall-time budget ran out while it waited: nothing measured, nothing stored
             return False
         row = result.row(kernel_id)

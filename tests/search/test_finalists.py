@@ -9,9 +9,10 @@ import hashlib
 import sqlite3
 import statistics
 
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 from kernelsearch.export.source import read_source
+from kernelsearch.judge.settings import GROUP_MAX
 from kernelsearch.judge.status import Status
 from kernelsearch.search import strategies
 from kernelsearch.search.describe import describe_result
@@ -269,3 +270,62 @@ def test_retimings_stop_at_the_wall_time_budget(tmp_path):
     assert retime.due()                                    # finalists short of their timings...
     assert asyncio.run(retime("finish")) == 0              # ...but none starts past the wall time
     assert pool.codes == [] and _store_rows(cfg.store) == rows
+
+
+class GroupPool(MovingPool):
+    """MovingPool with the local pool's side-by-side re-timing: each group asked is recorded, each code in it read
+    as MovingPool reads a re-timing."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.groups: list[list[str]] = []
+
+    async def retime_group(self, codes, ref, may_start=None):
+        self.groups.append(list(codes))
+        return [await self.evaluate(c, ref, may_start, retime=True) for c in codes]
+
+
+def test_a_pool_that_times_side_by_side_gets_each_pass_as_groups_of_distinct_finalists(tmp_path):
+    cfg = config(tmp_path, budgets={"evaluations": 14}, search={"rounds": 4, "seeds_per_round": 5, "timings": 3})
+    engine, rid = new_run(cfg.store, "groups", cfg)
+    events: list = []
+    pool = GroupPool(lucky=True)
+    drive(cfg, engine, rid, pool, events)
+    rows = _store_rows(cfg.store)
+    retimes = [r for r in rows if r[5] == "retime"]
+    assert pool.groups and sum(map(len, pool.groups)) == len(pool.retimed) == len(retimes)
+    # each pass's finalists due the same number of re-timings: their i-th re-timings form the i-th group
+    passes = [e for kind, e in events if kind == "retiming"]
+    assert all(e["n"] % len(e["kernels"]) == 0 for e in passes), passes
+    sizes = [len(e["kernels"]) for e in passes for _ in range(e["n"] // len(e["kernels"]))]
+    assert [len(g) for g in pool.groups] == sizes
+    assert max(map(len, pool.groups)) >= 2 and all(len(g) == len(set(g)) for g in pool.groups)
+    with Session(engine) as s:
+        t = q.tree(s, rid)
+        st = q.run_stats(s, rid)
+    ok = [k for k in t.kernels.values() if k.status == "ok"]
+    truly = min(ok, key=lambda k: (true_ms(_code(engine, k.id)), k.id))
+    assert st.best_kernel_id == truly.id and t.kernels[truly.id].timings == cfg.search.timings
+
+
+def test_more_finalists_than_a_group_holds_are_split_and_each_row_is_its_kernels(tmp_path):
+    engine = open_store(tmp_path / "split.db")
+    with session_scope(engine) as s:
+        run = Run(name="split", problem="softmax", config_json="{}", device="cpu-interpreter")
+        s.add(run)
+        s.flush()
+        kids = [q.add_kernel(s, run.id, code=f"# k{i}", code_hash=f"h{i}", language="triton") for i in range(6)]
+        rid = run.id
+    pool = GroupPool()
+    retimer = Retimer(engine, rid, pool, "softmax", timings=3, finalists=6, emit=lambda *a: None,
+                      may_start=lambda: True, stored=lambda: None)
+    dues = [[(k, 2) for k in kids], []]
+    retimer.due = lambda: dues.pop(0)
+    assert asyncio.run(retimer("test")) == 12
+    # 6 finalists, 2 re-timings each: the first re-timings as a group of GROUP_MAX and one of the rest, then again
+    names = [[c.split()[-1] for c in g] for g in pool.groups]
+    assert [len(g) for g in names] == [GROUP_MAX, 6 - GROUP_MAX] * 2
+    assert names[0] + names[1] == names[2] + names[3] == [f"k{i}" for i in range(6)]
+    with Session(engine) as s:
+        stored = [(e.kernel_id, e.purpose) for e in s.exec(select(Evaluation)).all()]
+    assert sorted(stored) == sorted((k, "retime") for k in kids for _ in range(2))

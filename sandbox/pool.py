@@ -262,7 +262,8 @@ class EvaluatorPool:
             if len(cands) > 1:   # a re-timing group (judge/group.py)
                 request["group"] = [{"candidate_path": str(rundir / "candidate.py"), "candidate_user": user}
                                     for (rundir, _, _), user in zip(cands, users)]
-            procs.append(await self._start("judge", workdir, extra, (ev.timeout_s, limits[1], False),
+            # a group's judge checks each candidate and times them all: its limits and timeout scale with them
+            procs.append(await self._start("judge", workdir, extra, (ev.timeout_s * len(cands), limits[1], False),
                                            [ctrl_r, out_w, res_w, *[a.fileno() for a in ours]]))
         except BaseException:
             for p in procs:
@@ -273,10 +274,11 @@ class EvaluatorPool:
                 a.close()
         return procs
 
-    async def _serve(self, reader: asyncio.StreamReader, ctrl_w: int, gpu: int) -> tuple[EvalResult | None, float]:
+    async def _serve(self, reader: asyncio.StreamReader, ctrl_w: int, gpu: int,
+                     size: int = 1) -> tuple[EvalResult | None, float]:
         """The judge's side of the lease protocol, until its result: (the result or None, seconds waited for
         leases). Time waiting for a lease is not charged to the candidate's timeout."""
-        timeout_s = self.s.evaluation.timeout_s
+        timeout_s = self.s.evaluation.timeout_s * size   # a re-timing group of `size`: each checked, all timed
         held: list[str] = []   # the kinds of lease the judge holds now (`timing` around `shared` or `exclusive`)
         lease_t0 = lease_wait = spent = 0.0
         mark = time.monotonic()
@@ -361,7 +363,7 @@ class EvaluatorPool:
         killed_outside: str | None = None
         judge_killed: str | None = None
         try:
-            result, lease_wait = await self._serve(reader, ctrl_w, gpu)
+            result, lease_wait = await self._serve(reader, ctrl_w, gpu, len(cands))
             if result is None:   # no result and no timeout: how the judge ended, before the pool kills anything
                 killed_outside, judge_killed = await deaths.judge_killed_outside(exits, oom_kills, uid is not None)
         finally:

@@ -230,3 +230,21 @@ def test_the_quiet_device_check(monkeypatch, busy_until, verdict):
     else:
         with pytest.raises(HarnessFailure):
             clock.quiet_device(talk)
+
+
+def test_in_a_re_timing_group_a_busy_device_kills_every_candidate_and_no_reference(monkeypatch):
+    """A group's candidates (judge/group.py) are all frozen while any side's batch waits for a quiet device: one
+    that left work running is killed with the others, the group fails, and the pool times each alone."""
+    import kernelsearch.judge.clock as clock
+
+    state = {"killed": 0}
+    monkeypatch.setattr(clock, "_probe_ms", lambda: 3.0 if state["killed"] < 2 else 0.11)
+    monkeypatch.setattr(clock.time, "sleep", lambda s: None)
+    talk = type("Talk", (), {})()
+    talk.cand = _Cand(lambda: state.update(killed=state["killed"] + 1))
+    sides = {"candidate": talk.cand, "candidate#1": _Cand(lambda: state.update(killed=state["killed"] + 1)),
+             "eager": _Cand(lambda: pytest.fail("a reference's runner was killed"))}
+    with pytest.raises(CandidateFailure) as err:
+        clock.quiet_device(talk, sides)
+    assert err.value.reason.startswith("GPU check") and sides["candidate"].killed and sides["candidate#1"].killed
+    assert not sides["eager"].killed

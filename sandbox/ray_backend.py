@@ -142,6 +142,14 @@ class Evaluator:
         result.detail["ray"] = {"node": self.node, "pid": os.getpid(), "gpus": self.gpus}   # where it ran
         return result.to_json()
 
+    async def retime_group(self, sources: list[str], problem_ref: dict, file_text: str | None) -> str:
+        """The local pool's re-timing group on this actor's GPU (its fallback to re-timing alone included)."""
+        results = await self.pool.retime_group(sources, _materialize(problem_ref, file_text))
+        for r in results:
+            if r is not None:
+                r.detail["ray"] = {"node": self.node, "pid": os.getpid(), "gpus": self.gpus}
+        return json.dumps([None if r is None else r.to_json() for r in results])
+
     def lease_log(self) -> list[tuple[int, float, float]]:
         return list(self.pool.lease_log)
 
@@ -292,6 +300,29 @@ class RayPool:
                        may_start: Callable[[], bool] | None = None, retime: bool = False) -> EvalResult | None:
         """As EvaluatorPool.evaluate, on the least loaded actor of the cluster; an actor lost mid-evaluation: tried
         once more on another, then a crash `node lost`."""
+        return await self._on_actor(problem_ref, may_start, EvalResult.from_json,
+                                    lambda h, text: h.evaluate.remote(source, problem_ref, text, retime))
+
+    async def retime_group(self, sources: list[str], problem_ref: dict,
+                           may_start: Callable[[], bool] | None = None) -> list[EvalResult | None]:
+        """As EvaluatorPool.retime_group, on one actor (the group shares its GPU's timing stage). A group whose
+        actor was lost, or failed, is re-timed one by one here."""
+        if len(sources) < 2:
+            return [await self.evaluate(src, problem_ref, may_start, retime=True) for src in sources]
+
+        def parse(payload: str) -> list[EvalResult | None]:
+            return [None if r is None else EvalResult.from_json(r) for r in json.loads(payload)]
+        got = await self._on_actor(problem_ref, may_start, parse,
+                                   lambda h, text: h.retime_group.remote(sources, problem_ref, text))
+        if got is None:
+            return [None] * len(sources)
+        if isinstance(got, EvalResult):   # no group result (node lost, the actor's own failure): each alone
+            return list(await asyncio.gather(*(self.evaluate(s, problem_ref, may_start, True) for s in sources)))
+        return got
+
+    async def _on_actor(self, problem_ref: dict, may_start: Callable[[], bool] | None, parse, call):
+        """`parse(await call(actor handle, problem file text))` on the least loaded live actor, under one of the
+        pool's slots; an actor lost: once more on another, then a crash `node lost` (an EvalResult)."""
         ray = _ray()
         lost = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
                 ray.exceptions.ObjectLostError, ray.exceptions.OwnerDiedError)
@@ -308,7 +339,7 @@ class RayPool:
                 tried.append(actor)
                 actor.load += 1
                 try:
-                    return EvalResult.from_json(await actor.handle.evaluate.remote(source, problem_ref, text, retime))
+                    return parse(await call(actor.handle, text))
                 except lost as err:
                     self._lose(actor, err)
                     errors.append(f"{type(err).__name__} on node {actor.info.get('node', '?')[:12]}")

@@ -16,11 +16,11 @@ with its re-timings is not a finalist to re-time again; one whose re-timing was 
 Re-timings are not new kernels, so they do not count against `budgets.evaluations`; they start only while the
 wall-time budget lasts.
 
-Where the pool can (the local pool's `retime_group`), the finalists due a re-timing are timed side by side: one
-evaluation, one timing stage, each batch's sides interleaved (judge/group.py), up to GROUP_MAX at once; the k-th
-re-timings of every finalist form the k-th group. A finalist the group could not time is re-timed alone by the
-pool, so every row is its kernel's own reading. Elsewhere (Ray) each re-timing is an evaluation of its own, started
-round robin.
+Where the pool can (`retime_group`: the local pool, and Ray's on one actor), the finalists due a re-timing are
+timed side by side: one evaluation, one timing stage, each batch's sides interleaved (judge/group.py), up to
+GROUP_MAX at once; the k-th re-timings of every finalist form the k-th group. A finalist the group could not time
+is re-timed alone by the pool, so every row is its kernel's own reading. A pool without it (the tests' fakes)
+gets each re-timing as an evaluation of its own, started round robin.
 """
 from __future__ import annotations
 

@@ -181,6 +181,21 @@ def test_evaluations_spread_over_both_gpus_and_timings_never_overlap_on_one(clus
         pool.close()
 
 
+@pytest.mark.slow   # ~20 s on 2 cores: the actors' fork servers start torch, then a group of two
+def test_a_re_timing_group_runs_on_one_actor_as_on_the_local_pool(cluster):
+    from kernelsearch.families import load_problem
+
+    pool = _pool(concurrency=2)
+    try:
+        results = asyncio.run(pool.retime_group([ONLINE, ONLINE + "\n# another file\n"], load_problem("softmax").ref))
+    finally:
+        pool.close()
+    assert [r.status for r in results] == [Status.ok] * 2, [r.reason for r in results]
+    assert [r.detail["retime_group"] for r in results] == [2, 2]   # timed side by side, not each alone
+    assert results[0].ref_time_ms == results[1].ref_time_ms
+    assert results[0].detail["ray"] == results[1].detail["ray"]   # one actor, one GPU
+
+
 async def _gather(pool, sources, ref):
     return await asyncio.gather(*(pool.evaluate(s, ref) for s in sources))
 

@@ -66,6 +66,18 @@ def _kernel_brief(k: q.KernelRow) -> str:
     return f"k{k.id} ({res})"
 
 
+def _group_note(r) -> str:
+    """How a re-timing was timed: side by side with other finalists in one timing stage (judge/group.py), or alone
+    (an evaluation of its own, as before groups, or after its group could not time it)."""
+    try:
+        size = json.loads(r.detail_json or "{}").get("retime_group")
+    except (ValueError, AttributeError):
+        size = None
+    if isinstance(size, int) and size > 1:
+        return f"; side by side with {size - 1} other finalist{'s' if size > 2 else ''} in one timing stage"
+    return "; timed alone"
+
+
 def _clock_rows(grid: Table, row: q.KernelRow, ev, retimes: list) -> None:
     """The kernel's own time (the median of its timings), the run's reference figure and their ratio, then what
     its evaluation measured side by side, and its re-timings (store/clock.py)."""
@@ -84,7 +96,7 @@ def _clock_rows(grid: Table, row: q.KernelRow, ev, retimes: list) -> None:
     for n, r in enumerate(retimes, start=1):
         what = (f"{fmt.ms(r.time_ms)} against eager {fmt.ms(r.ref_time_ms)}" if r.status == Status.ok
                 else f"{r.status}: {fmt.one_line(r.reason, 100)}")
-        grid.add_row(f"re-timing {n}", f"{what}  ({fmt.when(r.created_at)})")
+        grid.add_row(f"re-timing {n}", f"{what}{_group_note(r)}  ({fmt.when(r.created_at)})")
     if row.retime_failed:
         grid.add_row("", Text(f"a re-timing was {row.retime_failed}: the kernel is not ranked", style="red"))
 

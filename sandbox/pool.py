@@ -124,9 +124,17 @@ class EvaluatorPool:
         """Re-time kernels judged correct before side by side, in one evaluation and one timing stage
         (judge/group.py): one result per source (None where the wall-time budget stopped it from starting). A
         source the group did not time (the group failed, or its own roofline check did) is re-timed alone, so
-        its result is always its own."""
+        its result is always its own. A group whose estimate (a side a candidate) would not fit a GPU's memory gate
+        is split into groups that do (down to one: re-timed alone)."""
         if len(sources) < 2:
             return [await self.evaluate(src, problem_ref, may_start, retime=True) for src in sources]
+        size, capacity = len(sources), min((g.capacity for g in self._gates.values()), default=None)
+        while size > 1 and capacity is not None and await self._footprint(problem_ref, size) > capacity:
+            size -= 1
+        if size < len(sources):
+            parts = await asyncio.gather(*(self.retime_group(sources[i:i + size], problem_ref, may_start)
+                                           for i in range(0, len(sources), size)))
+            return [r for part in parts for r in part]
         joint = await self._admitted(sources, problem_ref, may_start, True)
         results = split_group(joint, len(sources))
         alone = [i for i, r in enumerate(results) if r is None or r.status != Status.ok]

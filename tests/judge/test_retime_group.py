@@ -79,3 +79,29 @@ def test_the_pool_re_times_alone_what_its_group_could_not_time(tmp_path):
     assert [r.status for r in both] == ["ok", "ok"] and [r.detail["retime_group"] for r in both] == [2, 2]
     assert both[0].ref_time_ms == both[1].ref_time_ms and both[0].wall_s == both[1].wall_s   # one evaluation
     assert all(r.detail["lease_wait_s"] is not None and r.detail["output"] is not None for r in both)
+
+
+def test_a_group_too_large_for_the_memory_gate_is_split_into_groups_that_fit():
+    """A GPU pool's gate holds 100 bytes and a group of k is estimated at 30 x (k + 1) (a side a candidate, and the
+    reference's): three finalists are re-timed as a group of two and one alone, none as a group of three."""
+    from kernelsearch.sandbox.admission import MemoryGate
+
+    pool = EvaluatorPool(PoolSettings(mode="cpu", concurrency=2, evaluation=EvalSettings(trials=1)))
+    pool._gates[0] = MemoryGate(100)
+    groups, alone = [], []
+
+    async def footprint(ref, candidates=1):
+        return 30 * (candidates + 1)
+
+    async def admitted(sources, ref, may_start, retime):
+        groups.append(list(sources))
+        return None   # as if the wall-time budget stopped it: nothing measured
+
+    async def evaluate(source, ref, may_start=None, retime=False):
+        alone.append((source, retime))
+        return None
+
+    pool._footprint, pool._admitted, pool.evaluate = footprint, admitted, evaluate
+    results = asyncio.run(pool.retime_group(["a", "b", "c"], SOFTMAX))
+    assert results == [None, None, None]
+    assert groups == [["a", "b"]] and alone == [("c", True)]

@@ -70,6 +70,13 @@ PROBE_TRIES = 20               # re-probed every 50 ms before the device counts 
 # every side's ping includes the same wake-up; "0" freezes only the candidate's (before 2026-12-06).
 FREEZE_REFS = os.environ.get("KS_CLOCK_FREEZE_REFS", "1") != "0"
 GC_PAUSE = os.environ.get("KS_CLOCK_GC_PAUSE", "1") != "0"   # the judge's collector off through the timing loop
+# At each batch's start, before its inputs are written, the device waited for until quiet (at most PROBE_TRIES
+# probes, never a verdict; the plan's `busy_probes` counts those that read busy): other evaluations' work outside any
+# lease (a warm-up's allocations and fills, judge/harness.py `_warm`) would otherwise run inside a side's batch (one
+# evaluation of 8 on an H100 read 14-15 % apart between its batches, 2026-12-06; not yet measured with this). Before
+# the inputs are written, so a candidate's own work left running gains nothing from the wait; the references'
+# batches are probed again with a verdict (quiet_device). "0": as before 2026-12-07 (for a device A/B).
+SETTLE = os.environ.get("KS_CLOCK_SETTLE", "1") != "0"
 
 
 @dataclass(frozen=True)
@@ -220,6 +227,8 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
         with lease("exclusive"), _loop_guard(sides):
             laps["lease_wait"] = time.perf_counter() - t_wait
             for b in range(batches[1]):
+                if cuda and SETTLE:
+                    plan["busy_probes"] = plan.get("busy_probes", 0) + settle_device()
                 t_lap = time.perf_counter()
                 delivery = _refill(talk, sides, views, inputs_of, b, n)
                 laps["refill"] += time.perf_counter() - t_lap
@@ -373,6 +382,17 @@ def _probe_ms() -> float:
     torch.cuda._sleep(cycles)
     torch.cuda.synchronize()
     return (time.perf_counter() - t0) * 1e3
+
+
+def settle_device() -> int:
+    """Wait for a quiet device (the probe of `quiet_device`), at most PROBE_TRIES probes 50 ms apart; how many
+    read busy. Never a verdict: at a batch's start a busy device can be another process's work (the references'
+    batches are probed again, with a verdict, by `quiet_device`)."""
+    for busy in range(PROBE_TRIES):
+        if min(_probe_ms() for _ in range(3)) <= PROBE_BUSY_MS:
+            return busy
+        time.sleep(0.05)
+    return PROBE_TRIES
 
 
 def quiet_device(talk: Conversation, sides: dict | None = None) -> None:

@@ -248,3 +248,24 @@ def test_in_a_re_timing_group_a_busy_device_kills_every_candidate_and_no_referen
         clock.quiet_device(talk, sides)
     assert err.value.reason.startswith("GPU check") and sides["candidate"].killed and sides["candidate#1"].killed
     assert not sides["eager"].killed
+
+
+@pytest.mark.parametrize("busy_for, waited", [(0, 0), (2, 2), (10**6, "all")])
+def test_a_batch_start_waits_for_a_quiet_device_without_a_verdict(monkeypatch, busy_for, waited):
+    """judge/clock.settle_device (each batch's start, before its inputs are written): probes until the device is
+    quiet, at most PROBE_TRIES times, and says how many read busy; a device busy throughout is waited for, then the
+    batch goes on (the references' batches are still probed with a verdict)."""
+    import kernelsearch.judge.clock as clock
+
+    probes = {"n": 0}
+
+    def probe():
+        probes["n"] += 1
+        return 3.0 if probes["n"] <= 3 * busy_for else 0.11
+
+    slept = []
+    monkeypatch.setattr(clock, "_probe_ms", probe)
+    monkeypatch.setattr(clock.time, "sleep", slept.append)
+    busy = clock.settle_device()
+    assert busy == (clock.PROBE_TRIES if waited == "all" else waited)
+    assert len(slept) == busy and all(s == 0.05 for s in slept)

@@ -66,20 +66,25 @@ def _store_rows(db) -> list[tuple]:
 
 
 # -- one reference figure ----------------------------------------------------------------------------------------
-def _hand_store(tmp_path):
-    """k1 1.0 ms against a reference read at 2.0 (2.0x), k2 0.5 ms against 0.4 (0.8x), k3 2.0 ms against 5.0
-    (2.5x): by its own ratio k3 is best and k2 worst; by time k2 is best and k3 worst."""
-    engine = open_store(tmp_path / "hand.db")
+def _kernels(db, n: int, timings: list[tuple[float, float]] = ()):
+    """A store with one run of n kernels (code `# k0`, `# k1`, ...), the first ones evaluated ok at (time, ref)."""
+    engine = open_store(db)
     with session_scope(engine) as s:
-        run = Run(name="hand", problem="softmax", config_json="{}", device="cpu-interpreter")
+        run = Run(name=db.stem, problem="softmax", config_json="{}", device="cpu-interpreter")
         s.add(run)
         s.flush()
-        ids = [q.add_kernel(s, run.id, code=f"# k{i}", code_hash=f"h{i}", language="triton") for i in range(3)]
-        for kid, (t, ref) in zip(ids, [(1.0, 2.0), (0.5, 0.4), (2.0, 5.0)]):
+        ids = [q.add_kernel(s, run.id, code=f"# k{i}", code_hash=f"h{i}", language="triton") for i in range(n)]
+        for kid, (t, ref) in zip(ids, timings):
             q.add_evaluation(s, Evaluation(kernel_id=kid, status="ok", stage="timing", time_ms=t, ref_time_ms=ref,
                                            speedup=ref / t, timing_kind="cpu-interpreter", device="cpu-interpreter"))
         rid = run.id
     return engine, rid, ids
+
+
+def _hand_store(tmp_path):
+    """k1 1.0 ms against a reference read at 2.0 (2.0x), k2 0.5 ms against 0.4 (0.8x), k3 2.0 ms against 5.0
+    (2.5x): by its own ratio k3 is best and k2 worst; by time k2 is best and k3 worst."""
+    return _kernels(tmp_path / "hand.db", 3, [(1.0, 2.0), (0.5, 0.4), (2.0, 5.0)])
 
 
 def test_a_run_shows_every_speedup_over_one_reference_figure(tmp_path):
@@ -309,13 +314,7 @@ def test_a_pool_that_times_side_by_side_gets_each_pass_as_groups_of_distinct_fin
 
 
 def test_more_finalists_than_a_group_holds_are_split_and_each_row_is_its_kernels(tmp_path):
-    engine = open_store(tmp_path / "split.db")
-    with session_scope(engine) as s:
-        run = Run(name="split", problem="softmax", config_json="{}", device="cpu-interpreter")
-        s.add(run)
-        s.flush()
-        kids = [q.add_kernel(s, run.id, code=f"# k{i}", code_hash=f"h{i}", language="triton") for i in range(6)]
-        rid = run.id
+    engine, rid, kids = _kernels(tmp_path / "split.db", 6)
     pool = GroupPool()
     retimer = Retimer(engine, rid, pool, "softmax", timings=3, finalists=6, emit=lambda *a: None,
                       may_start=lambda: True, stored=lambda: None)

@@ -103,5 +103,5 @@ class Retimer:
             q.add_evaluation(s, row)
         self.stored()
         self.emit("retimed", {"kernel_id": kernel_id, "status": result.status.value, "time_ms": result.time_ms,
-                              "reason": result.reason})
+                              "reason": result.reason, "group": result.detail.get("retime_group")})
         return True

@@ -130,11 +130,13 @@ class LiveView:
               style="dim", markup=False)
         elif kind == "retiming":
             p(f"  re-timing the finalists {', '.join(f'k{k}' for k in data['kernels'])} ({data['when']}, "
-              f"{data['n']} evaluation{'s' if data['n'] != 1 else ''}): a kernel's time is the median of its timings",
+              f"{data['n']} re-timing{'s' if data['n'] != 1 else ''}): a kernel's time is the median of its timings",
               style="dim", markup=False)
         elif kind == "retimed":
             ok = data["status"] == Status.ok and data.get("time_ms") is not None
             what = f"{data['time_ms']:.4g} ms" if ok else (data.get("reason") or "")[:80]
+            if ok and (data.get("group") or 1) > 1:
+                what += f" (side by side with {data['group'] - 1} other{'s' if data['group'] > 2 else ''})"
             p(f"  k{data['kernel_id']:<4} re-timed: {data['status']:<13} {what}", style="dim", markup=False,
               highlight=False)
         elif kind == "queued":

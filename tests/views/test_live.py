@@ -69,3 +69,18 @@ def test_running_and_queued_follow_the_events(tmp_path):
     view("evaluated", {"kernel_id": ids[1], "status": "compile_error", "speedup": None, "reason": "infeasible"})
     assert (view.snap.running, view.snap.queued) == (1, 2) and view.snap.queued >= 0
     assert "2 of 5 evals" in view.status_line()
+
+
+def test_a_re_timing_says_when_it_was_timed_side_by_side(tmp_path):
+    cfg = config(tmp_path, budgets={"evaluations": 5})
+    engine, rid = new_run(cfg.store, "retimed", cfg)
+    out = io.StringIO()
+    view = LiveView(Console(file=out, force_terminal=False, width=200), engine, rid, cfg.budgets)
+    view("retiming", {"when": "round 1", "kernels": [4, 7], "n": 4})
+    view("retimed", {"kernel_id": 4, "status": "ok", "time_ms": 1.25, "reason": None, "group": 3})
+    view("retimed", {"kernel_id": 7, "status": "ok", "time_ms": 2.5, "reason": None, "group": None})
+    lines = out.getvalue().splitlines()
+    assert any("re-timing the finalists k4, k7 (round 1, 4 re-timings)" in ln for ln in lines), lines
+    k4 = next(ln for ln in lines if ln.strip().startswith("k4"))
+    k7 = next(ln for ln in lines if ln.strip().startswith("k7"))
+    assert "1.25 ms (side by side with 2 others)" in k4 and "side by side" not in k7

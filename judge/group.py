@@ -86,4 +86,6 @@ def _result(judge: Judge, mode: str, device_name: str | None, size: int) -> Eval
     judge.detail["retime_group"] = size   # timed side by side with size - 1 other finalists
     result.detail = judge.detail
     result.peak_vram_mb = judge.peak_mb
+    if "torch_ops" in judge.detail:   # as `evaluate` records it: the allowed torch operations its host code calls
+        result.torch_ops = ",".join(judge.detail["torch_ops"])
     return result

@@ -65,9 +65,11 @@ def evaluate_group(problem: Problem, sources: list[str], settings: EvalSettings,
         results = []
         for i, (judge, reading) in enumerate(zip(judges, (timed, *timed.group))):
             stage = f"candidate {i + 1}'s roofline check"
-            result = _result(judge, mode, device_name, len(judges))
+            result = judge.new_result(device_name)
+            result.stage = "timing"
+            judge.detail["retime_group"] = len(judges)   # timed side by side with the others
             apply_timing(result, judge, reading, problem, mode)
-            results.append(result)
+            results.append(judge.record(result))
         return results
     except (CandidateFailure, HarnessFailure, MemoryError, RuntimeError) as err:
         if isinstance(err, (MemoryError, RuntimeError)) and not is_out_of_memory(err):
@@ -78,14 +80,3 @@ def evaluate_group(problem: Problem, sources: list[str], settings: EvalSettings,
     finally:
         for judge in judges:
             judge.close()
-
-
-def _result(judge: Judge, mode: str, device_name: str | None, size: int) -> EvalResult:
-    result = EvalResult(status=Status.ok, timing_kind="judge-wall-clock" if mode == "cuda" else "cpu-interpreter",
-                        device=device_name or ("cpu-interpreter" if mode == "cpu" else "cuda"), stage="timing")
-    judge.detail["retime_group"] = size   # timed side by side with size - 1 other finalists
-    result.detail = judge.detail
-    result.peak_vram_mb = judge.peak_mb
-    if "torch_ops" in judge.detail:   # as `evaluate` records it: the allowed torch operations its host code calls
-        result.torch_ops = ",".join(judge.detail["torch_ops"])
-    return result

@@ -43,6 +43,7 @@ from kernelsearch.judge.numerics import (
 from kernelsearch.judge.offrange import OffRangeChecks
 from kernelsearch.judge.problem import Case, Problem
 from kernelsearch.judge.result import EvalResult
+from kernelsearch.judge.roofline import ceilings, io_floor_ms, roofline
 from kernelsearch.judge.scan import scan_source
 from kernelsearch.judge.seeds import derive_seed
 from kernelsearch.judge.settings import EvalSettings
@@ -386,16 +387,23 @@ class Judge(OffRangeChecks):
             return f" [precision check: fp32 problem, but the candidate casts to lower precision: {'; '.join(casts)}]"
         return ""
 
+    def new_result(self, device_name: str | None) -> EvalResult:
+        """An `ok` result of this judge's mode and device, for the stages to fill."""
+        kind = "judge-wall-clock" if self.mode == "cuda" else "cpu-interpreter"
+        return EvalResult(status=Status.ok, timing_kind=kind,
+                          device=device_name or ("cpu-interpreter" if self.mode == "cpu" else "cuda"))
+
+    def record(self, result: EvalResult) -> EvalResult:
+        """What the judge learned onto the result: peak memory, the allowed torch ops its host code calls, detail."""
+        result.peak_vram_mb = self.peak_mb
+        if "torch_ops" in self.detail:
+            result.torch_ops = ",".join(self.detail["torch_ops"])
+            self.detail["allow_torch"] = list(self.s.allow_torch)
+        result.detail = self.detail
+        return result
+
     def close(self) -> None:
         self.talk.close()
-
-
-def io_floor_ms(in_bytes: int, out_bytes: int, ceil: dict) -> float | None:
-    """The time a call's inputs and outputs alone take to move once at the measured copy bandwidth."""
-    gbps = ceil.get("copy_gbps")
-    if not gbps:
-        return None
-    return (in_bytes + out_bytes) / (gbps * 1e9) * 1e3
 
 
 def apply_timing(result: EvalResult, judge: Judge, timed: TimingResult, problem: Problem, mode: str) -> None:
@@ -405,8 +413,6 @@ def apply_timing(result: EvalResult, judge: Judge, timed: TimingResult, problem:
     result.time_ms, result.ref_time_ms, result.speedup = timed.time_ms, timed.ref_time_ms, timed.speedup
     result.compile_ref_time_ms, result.speedup_compile = timed.compile_ref_time_ms, timed.speedup_compile
     if mode == "cuda":
-        from kernelsearch.judge.roofline import ceilings, roofline
-
         ceil = timed.ceilings or ceilings("cuda")
         judge.detail["ceilings"] = ceil
         floor = io_floor_ms(in_bytes, out_bytes, ceil)
@@ -446,8 +452,7 @@ def evaluate(problem: Problem, source: str, settings: EvalSettings, *, mode: str
             f.write(source)
     judge = Judge(problem, source, settings, mode=mode, seed=seed, spawn=spawn or spawn_local, lease=lease,
                   candidate_path=candidate_path, candidate_user=candidate_user)
-    result = EvalResult(status=Status.ok, timing_kind="judge-wall-clock" if mode == "cuda" else "cpu-interpreter",
-                        device=device_name or ("cpu-interpreter" if mode == "cpu" else "cuda"))
+    result = judge.new_result(device_name)
     stage = "static"
     stage_s = judge.detail.setdefault("stage_s", {})
     t0 = time.perf_counter()
@@ -492,9 +497,4 @@ def evaluate(problem: Problem, source: str, settings: EvalSettings, *, mode: str
             import shutil
 
             shutil.rmtree(tmp, ignore_errors=True)
-    result.peak_vram_mb = judge.peak_mb
-    if "torch_ops" in judge.detail:   # the scan passed: the allowed torch operations the host code calls
-        result.torch_ops = ",".join(judge.detail["torch_ops"])
-        judge.detail["allow_torch"] = list(settings.allow_torch)
-    result.detail = judge.detail
-    return result
+    return judge.record(result)

@@ -87,3 +87,11 @@ def roofline(flops: float | None, nbytes: float | None, time_ms: float, dtype: s
         out["bottleneck"] = bound
         out["roofline_fraction"] = floors[bound] / s
     return out
+
+
+def io_floor_ms(in_bytes: int, out_bytes: int, ceil: dict) -> float | None:
+    """The time a call's inputs and outputs alone take to move once at the measured copy bandwidth."""
+    gbps = ceil.get("copy_gbps")
+    if not gbps:
+        return None
+    return (in_bytes + out_bytes) / (gbps * 1e9) * 1e3

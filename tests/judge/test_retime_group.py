@@ -105,3 +105,36 @@ def test_a_group_too_large_for_the_memory_gate_is_split_into_groups_that_fit():
     results = asyncio.run(pool.retime_group(["a", "b", "c"], SOFTMAX))
     assert results == [None, None, None]
     assert groups == [["a", "b"]] and alone == [("c", True)]
+
+
+# a group mate that looks into the other candidates' directories: their sources, to copy or rewrite
+PEEK = STARTER.replace("class ModelNew(", '''import glob as _glob
+import os as _os
+
+_mine = _os.path.dirname(_os.path.abspath(__file__))
+for _other in _glob.glob(_os.path.join(_os.path.dirname(_mine), "runner*", "candidate.py")):
+    if _os.path.dirname(_other) == _mine:
+        continue
+    try:
+        open(_other).read()
+    except OSError:
+        continue
+    raise RuntimeError("read a group mate's source: " + _other)
+
+
+class ModelNew(''', 1)
+
+
+def test_a_group_mate_cannot_read_the_others_directories(tmp_path):
+    """Where the pool gives candidates users of their own (root, Python open to others), each runner's directory is
+    its own: the peeking kernel finds its mate's file and cannot open it, so the group times both. (Had it read it,
+    it would have raised, the group failed, and the two been re-timed alone.)"""
+    pool = EvaluatorPool(PoolSettings(mode="cpu", concurrency=2, evaluation=EvalSettings(trials=1)))
+    if not pool.isolates_candidates:
+        pytest.skip("candidates keep the pool's user here (not root, or Python closed to others): nothing to check")
+    try:
+        results = asyncio.run(pool.retime_group([PEEK, STARTER], SOFTMAX))
+    finally:
+        pool.close()
+    assert [r.status for r in results] == ["ok", "ok"], [r.reason for r in results]
+    assert [r.detail.get("retime_group") for r in results] == [2, 2]

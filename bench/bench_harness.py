@@ -150,6 +150,9 @@ def main() -> int:
     ap.add_argument("--compare-compile", action="store_true", help="also time torch.compile(reference)")
     ap.add_argument("--dry-run", action="store_true", help="CPU interpreter, 2 candidates, no do_bench")
     ap.add_argument("--deadline", type=float, default=330.0, help="watchdog: exit after this many seconds")
+    ap.add_argument("--group-first", type=int, default=int(os.environ.get("KS_GROUP_FIRST", "1")),
+                    help="EvalSettings.group_first: first evaluations queued beyond the free slots judged in groups "
+                         "of up to this many, timed side by side (default: $KS_GROUP_FIRST or 1)")
     args = ap.parse_args()
 
     def watchdog():
@@ -186,8 +189,10 @@ def main() -> int:
             _say("FAIL " + failures[-1])
     pool = EvaluatorPool(PoolSettings(mode=mode, gpus=[0], concurrency=conc,
                                       evaluation=EvalSettings(timeout_s=150, fork_server=args.fork_server == "on",
-                                                              compare_compile=args.compare_compile)))
-    _say(f"fork server {args.fork_server}, torch.compile timed: {args.compare_compile}")
+                                                              compare_compile=args.compare_compile,
+                                                              group_first=args.group_first)))
+    _say(f"fork server {args.fork_server}, torch.compile timed: {args.compare_compile}, "
+         f"first evaluations in groups of up to {args.group_first}")
     loop = asyncio.new_event_loop()   # one loop for every batch: the fork server's reader lives on it
     _say(f"\n[1] throughput: {len(items)} candidates")
     t0 = time.monotonic()
@@ -201,6 +206,9 @@ def main() -> int:
             failures.append(f"{label}: {_brief(r)}")
     _say(f"  {len(results)} evaluations in {wall:.1f} s = {per_min:.1f} per minute; statuses {by_status}")
     _say("  " + _stage_means(results))
+    sizes = [((r.get("detail") or {}).get("timing_group") or 1) for r in results if r.get("status") == "ok"]
+    _say(f"  timed side by side with others: {sum(k > 1 for k in sizes)} of {len(sizes)} ok evaluations "
+         f"(group sizes {sorted(sizes, reverse=True)})")
     held = sum(b - a for _, a, b in pool.lease_log)
     _say(f"  the GPU held exclusively (timing loops, stability checks) {held:.1f} s of the {wall:.1f} s "
          f"({held / wall:.0%}), {held / max(len(results), 1):.2f} s an evaluation")

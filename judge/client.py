@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from typing import Callable
 
 from kernelsearch.judge import wire
@@ -18,6 +19,10 @@ from kernelsearch.judge.status import CandidateFailure, Status
 
 class RunnerLost(Exception):
     pass
+
+
+class RunnerTimedOut(RunnerLost):
+    """The runner gave no reply by its deadline (a candidate checked in a group, judge/group.py): it was killed."""
 
 
 class RunnerClient:
@@ -32,11 +37,24 @@ class RunnerClient:
         self.watch_strays = False      # the candidate's: its processes outside its process group are looked for
         self.uid: int | None = None    # the candidate's own user, where it has one
         self.strays: set[int] = set()  # those found (stopped at once, killed at close)
+        # time.monotonic() by which each reply must have come, or None (the pool's timeout of the whole evaluation
+        # bounds it): a group's candidate has its own, so one that hangs ends alone (judge/group.py)
+        self.deadline: float | None = None
 
     def request(self, header: dict, buffers: list | None = None) -> tuple[dict, list]:
         try:
+            if self.deadline is not None:
+                left = self.deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                self.sock.settimeout(left)
+            else:
+                self.sock.settimeout(None)
             wire.send(self.sock, header, buffers or [])
             reply, bufs = wire.recv(self.sock)
+        except TimeoutError:
+            self.kill()
+            raise RunnerTimedOut(f"the {self.name}'s process gave no reply within its time: it was killed") from None
         except (EOFError, OSError) as err:
             how = self._how() if self._how else None
             raise RunnerLost(f"the {self.name}'s process died" + (f" ({how})" if how else

@@ -14,7 +14,7 @@ from typing import Callable
 import torch
 
 from kernelsearch.judge import wire
-from kernelsearch.judge.client import RunnerClient, RunnerLost
+from kernelsearch.judge.client import RunnerClient, RunnerLost, RunnerTimedOut
 from kernelsearch.judge.memory import JudgeMemory, is_out_of_memory, tensor_bytes
 from kernelsearch.judge.problem import DTYPES, Case, Problem
 from kernelsearch.judge.seeds import derive_seed
@@ -50,6 +50,8 @@ class Conversation:
         `CandidateFailure` (`what` names the request in its reason, `stage` the stage)."""
         try:
             reply, bufs = r.request(header, buffers)
+        except RunnerTimedOut as err:
+            raise CandidateFailure(Status.timeout, f"{what}: {err}", stage=stage) from None
         except RunnerLost as err:
             raise CandidateFailure(Status.crash, f"{what}: {err}", stage=stage) from None
         except wire.WireError as err:

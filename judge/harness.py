@@ -26,7 +26,7 @@ from kernelsearch.judge.client import RunnerClient, spawn_local
 from kernelsearch.judge.clock import TimingResult, time_sides
 from kernelsearch.judge.conversation import Conversation
 from kernelsearch.judge.correctness import compare
-from kernelsearch.judge.memory import JudgeMemory, is_out_of_memory, prime
+from kernelsearch.judge.memory import JudgeMemory, prime
 from kernelsearch.judge.numerics import (
     EAGER_SLACK_CHECK,
     NATIVE,
@@ -42,8 +42,9 @@ from kernelsearch.judge.numerics import (
 )
 from kernelsearch.judge.offrange import OffRangeChecks
 from kernelsearch.judge.problem import Case, Problem
+from kernelsearch.judge.reading import apply_timing, fail
 from kernelsearch.judge.result import EvalResult
-from kernelsearch.judge.roofline import ceilings, io_floor_ms, roofline
+from kernelsearch.judge.roofline import io_floor_ms  # noqa: F401 - read from here too
 from kernelsearch.judge.scan import scan_source
 from kernelsearch.judge.seeds import derive_seed
 from kernelsearch.judge.settings import EvalSettings
@@ -51,7 +52,6 @@ from kernelsearch.judge.static import check_source
 from kernelsearch.judge.status import CandidateFailure, Status
 from kernelsearch.judge.waits import counted
 
-FLOOR_SLACK = 0.95             # a time below 95 % of the I/O floor is impossible
 STABILITY_SHARED_BYTES = 1 << 30   # a case's inputs up to this size are checked for stability beside other checks
 # the warm-up's own device work under a shared lease; "0": outside any, as before 2026-12-06 (for an A/B device call)
 WARM_LEASE = os.environ.get("KS_CLOCK_WARM_LEASE", "1") != "0"
@@ -406,32 +406,6 @@ class Judge(OffRangeChecks):
         self.talk.close()
 
 
-def apply_timing(result: EvalResult, judge: Judge, timed: TimingResult, problem: Problem, mode: str) -> None:
-    """The clock's reading onto the result, and on a GPU the roofline's checks of it (CandidateFailure)."""
-    case, in_bytes, out_bytes = timed.case, timed.in_bytes, timed.out_bytes
-    judge.detail.update(timings=timed.timings, timing_case=timed.timing_case)
-    result.time_ms, result.ref_time_ms, result.speedup = timed.time_ms, timed.ref_time_ms, timed.speedup
-    result.compile_ref_time_ms, result.speedup_compile = timed.compile_ref_time_ms, timed.speedup_compile
-    if mode == "cuda":
-        ceil = timed.ceilings or ceilings("cuda")
-        judge.detail["ceilings"] = ceil
-        floor = io_floor_ms(in_bytes, out_bytes, ceil)
-        judge.detail["io_floor_ms"] = floor
-        if floor is not None and result.time_ms < FLOOR_SLACK * floor:
-            raise CandidateFailure(Status.rejected, f"floor check: {result.time_ms:.4g} ms per call is below the "
-                                   f"{floor:.4g} ms its inputs and outputs ({(in_bytes + out_bytes) / 1e6:.1f} MB) "
-                                   "take to move once at the measured copy bandwidth", stage="roofline")
-        flops = problem.flops(case) if problem.flops else None
-        nbytes = problem.bytes_moved(case) if problem.bytes_moved else None
-        r = roofline(flops, nbytes, result.time_ms, case.dtype, ceil)
-        result.gbps, result.tflops = r.get("gbps"), r.get("tflops")
-        frac = r.get("roofline_fraction")
-        result.roofline_fraction, result.bottleneck = frac, r.get("bottleneck")
-        if frac is not None and frac > 1.05:
-            raise CandidateFailure(Status.rejected, f"impossible speed: {frac:.2f}x the roofline of the measured "
-                                   "ceilings (faster than the bytes or FLOPs allow)", stage="roofline")
-
-
 def evaluate(problem: Problem, source: str, settings: EvalSettings, *, mode: str = "cpu", seed: int | None = None,
              spawn: Callable[[str], RunnerClient] | None = None, candidate_path: str | None = None,
              lease: Callable[[str], ContextManager] = contextlib.nullcontext, device_name: str | None = None,
@@ -479,18 +453,7 @@ def evaluate(problem: Problem, source: str, settings: EvalSettings, *, mode: str
         apply_timing(result, judge, timed, problem, mode)
         result.status, result.stage, result.reason = Status.ok, "timing", None
     except (CandidateFailure, MemoryError, RuntimeError) as f:
-        if not isinstance(f, CandidateFailure):
-            if not is_out_of_memory(f):
-                raise
-            import traceback
-
-            f = judge.mem.failure(f, stage)
-            f.text = traceback.format_exc(limit=-6)
-        result.status, result.reason, result.error_text = f.status, f.reason, f.text
-        result.stage = f.stage or stage
-        for k in ("time_ms", "ref_time_ms", "speedup", "compile_ref_time_ms", "speedup_compile", "gbps", "tflops",
-                  "roofline_fraction", "bottleneck"):
-            setattr(result, k, None)
+        fail(result, judge, f, stage)
     finally:
         judge.close()
         if tmp:

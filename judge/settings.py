@@ -27,6 +27,10 @@ class EvalSettings(BaseModel):
     # a re-timing of a kernel already judged correct (search/finalists.py): the correctness stage checks the timed case
     # once (every output of every timed call is checked again by the clock), no range, stability or sm_90 stage
     retime: bool = False
+    # first evaluations of one problem queued beyond the free slots: up to this many in one evaluation, each checked
+    # in full (one after another, its own verdict), those that pass timed side by side in one timing stage
+    # (judge/group.py, sandbox/groups.py); 1: each alone
+    group_first: int = Field(default=1, ge=1, le=GROUP_MAX)
     # the memory the judge plans its own work with (float64 references, comparison chunks, timed batch sizes);
     # None: measured (the GPU's free memory, the host's available memory on the CPU). judge/memory.py
     judge_memory_mb: float | None = Field(default=None, gt=0)

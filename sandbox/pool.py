@@ -29,7 +29,7 @@ from kernelsearch.sandbox.admission import GATE_SHARE, DeviceLease, MemoryGate, 
 from kernelsearch.sandbox.env import scrubbed_env
 from kernelsearch.sandbox.forkserver import Zygote
 from kernelsearch.sandbox.forkserver import kill_group as _kill_group
-from kernelsearch.sandbox.groups import split_group
+from kernelsearch.sandbox.groups import FirstGroups, Waiting, split_group
 from kernelsearch.sandbox.limits import apply_limits, device_nodes_open, python_open_to_others
 
 OUTPUT_CAP = 64 * 1024
@@ -77,10 +77,12 @@ def _limits(timeout_s: float, address_space_bytes: int | None, network_off: bool
     return apply
 
 
-class EvaluatorPool:
+class EvaluatorPool(FirstGroups):
     def __init__(self, settings: PoolSettings):
         self.s = settings
         self._slots = asyncio.Semaphore(settings.concurrency)
+        self._busy = 0   # slots taken
+        self._waiting: dict[str, list[Waiting]] = {}   # first evaluations waiting for a slot, by problem
         # one timing at a time per device, alone; the early drain on a GPU only: on the CPU a timing stage's shared
         # part is interpreter seconds, during which the other evaluations' checks would wait
         self._leases = {g: DeviceLease(early_drain=None if settings.mode == "cuda" else False) for g in settings.gpus}
@@ -116,7 +118,10 @@ class EvaluatorPool:
                        may_start: Callable[[], bool] | None = None, retime: bool = False) -> EvalResult | None:
         """Check and time one candidate. `may_start` is asked once a slot is free: when it says no (the run's
         wall-time budget ran out while this candidate waited), nothing starts and the answer is None. `retime`: a
-        kernel judged correct before, timed again (EvalSettings.retime: the timed case's check, then the clock)."""
+        kernel judged correct before, timed again (EvalSettings.retime: the timed case's check, then the clock).
+        With EvalSettings.group_first over 1, a first evaluation may be judged in a group (sandbox/groups.py)."""
+        if not retime and self.s.evaluation.group_first > 1:
+            return await self._first_grouped(source, problem_ref, may_start)
         return await self._admitted([source], problem_ref, may_start, retime)
 
     async def retime_group(self, sources: list[str], problem_ref: dict,
@@ -146,22 +151,31 @@ class EvaluatorPool:
 
     async def _admitted(self, sources: list[str], problem_ref: dict, may_start: Callable[[], bool] | None,
                         retime: bool) -> EvalResult | None:
-        """One evaluation (of a candidate, or of a re-timing group) once a slot and its memory are free."""
+        """One evaluation (of a candidate, or of a group) once a slot and its memory are free."""
         async with self._slots:
-            if may_start is not None and not may_start():
-                return None
-            gpu = self._pick_gpu()
-            self._load[gpu] += 1
+            self._busy += 1
             try:
-                gate = self._gates.get(gpu)
-                if gate is None:
-                    return await self._run(sources, problem_ref, gpu, retime)
-                async with gate.hold(await self._footprint(problem_ref, len(sources))):
-                    if may_start is not None and not may_start():
-                        return None
-                    return await self._run(sources, problem_ref, gpu, retime)
+                return await self._in_slot(sources, problem_ref, may_start, retime)
             finally:
-                self._load[gpu] -= 1
+                self._busy -= 1
+
+    async def _in_slot(self, sources: list[str], problem_ref: dict, may_start: Callable[[], bool] | None,
+                       retime: bool) -> EvalResult | None:
+        """One evaluation in a slot already held, once its memory is free."""
+        if may_start is not None and not may_start():
+            return None
+        gpu = self._pick_gpu()
+        self._load[gpu] += 1
+        try:
+            gate = self._gates.get(gpu)
+            if gate is None:
+                return await self._run(sources, problem_ref, gpu, retime)
+            async with gate.hold(await self._footprint(problem_ref, len(sources))):
+                if may_start is not None and not may_start():
+                    return None
+                return await self._run(sources, problem_ref, gpu, retime)
+        finally:
+            self._load[gpu] -= 1
 
     async def _footprint(self, problem_ref: dict, candidates: int = 1) -> int:
         key = json.dumps([problem_ref, candidates], sort_keys=True)
@@ -267,7 +281,7 @@ class EvaluatorPool:
             request["runners"] = [{"role": r, "pid": p.pid} for r, p in zip(roles, procs)]
             users = [{"uid": uid, "home": str(rundir)} if uid is not None else None for rundir, uid, _ in cands]
             request["candidate_user"] = users[0]
-            if len(cands) > 1:   # a re-timing group (judge/group.py)
+            if len(cands) > 1:   # a group (judge/group.py)
                 request["group"] = [{"candidate_path": str(rundir / "candidate.py"), "candidate_user": user}
                                     for (rundir, _, _), user in zip(cands, users)]
             # a group's judge checks each candidate and times them all: its limits and timeout scale with them
@@ -286,7 +300,7 @@ class EvaluatorPool:
                      size: int = 1) -> tuple[EvalResult | None, float]:
         """The judge's side of the lease protocol, until its result: (the result or None, seconds waited for
         leases). Time waiting for a lease is not charged to the candidate's timeout."""
-        timeout_s = self.s.evaluation.timeout_s * size   # a re-timing group of `size`: each checked, all timed
+        timeout_s = self.s.evaluation.timeout_s * size   # a group of `size`: each checked, all timed
         held: list[str] = []   # the kinds of lease the judge holds now (`timing` around `shared` or `exclusive`)
         lease_t0 = lease_wait = spent = 0.0
         mark = time.monotonic()

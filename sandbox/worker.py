@@ -75,7 +75,7 @@ def main(result_fd: int | None = None, runner_fds: list[int] | None = None) -> N
         if request["mode"] == "cuda":   # one evaluation, then exit: its imports frozen out of every collection (on
             prime(freeze=True)          # the CPU the judge primes where it needs to: rejected candidates never do)
         device_name = torch.cuda.get_device_name(0) if request["mode"] == "cuda" else None
-        group = request.get("group")   # a re-timing group (judge/group.py): its results in the first one's detail
+        group = request.get("group")   # a group (judge/group.py): its results in the first one's detail
         paths = [g["candidate_path"] for g in group] if group else [request["candidate_path"]]
         sources = []
         for path in paths:

@@ -56,10 +56,7 @@ def test_a_kernel_wrong_only_in_the_timed_batches_fails_the_whole_group(tmp_path
     assert "timed call's output" in results[0].reason
 
 
-def test_a_group_needs_retime_mode_and_a_file_per_source(tmp_path):
-    with pytest.raises(ValueError, match="retime"):
-        evaluate_group(load_problem(SOFTMAX), [STARTER], EvalSettings(trials=1), mode="cpu", spawn=spawn_local,
-                       candidate_paths=[str(tmp_path / "a.py")])
+def test_a_group_needs_a_file_per_source(tmp_path):
     with pytest.raises(ValueError, match="each with its file"):
         evaluate_group(load_problem(SOFTMAX), [STARTER, STARTER], EvalSettings(trials=1, retime=True), mode="cpu",
                        spawn=spawn_local, candidate_paths=[str(tmp_path / "a.py")])

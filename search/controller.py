@@ -107,8 +107,9 @@ class Controller:
             self._elapsed_base = q.run_elapsed(s, run_id)
         # re-timings start while the wall time lasts, whatever else stopped the run (they are not new kernels)
         self.retime = Retimer(engine, run_id, pool, self.problem.ref, timings=setup.search.timings,
-                              finalists=setup.search.seeds_per_round + 1, emit=self.emit,
-                              may_start=lambda: not self._wall_time_spent(), stored=self._save_progress)
+                              agree=setup.search.timings_agree, finalists=setup.search.seeds_per_round + 1,
+                              emit=self.emit, may_start=lambda: not self._wall_time_spent(),
+                              stored=self._save_progress)
 
     # -- store helpers --------------------------------------------------------------------------------------
     def _record_call(self, row: dict) -> int:

@@ -4,9 +4,11 @@ One evaluation's time of a kernel can be lucky (on an H100 two evaluations of on
 CPU interpreter far more), and the kernel whose timing was luckiest is the one that seeds the next round and the
 one the run reports (the winner's curse). So before a round's parents are chosen (from round 1 on) and before the
 run finishes, the finalists (`strategies.finalists`: the `seeds_per_round + 1` kernels branching would seed from,
-the best first) are evaluated again through the same evaluator pool, until each has `search.timings` timings (its
-evaluation and the re-timings), and again while that changes who the finalists are; a kernel's time is then the
-median of its ok timings (store/clock.py).
+the best first) are evaluated again through the same evaluator pool, one re-timing each a pass, until each has
+`search.timings` timings (its evaluation and the re-timings) or its timings so far agree within
+`search.timings_agree` (a further one would move their median by less than that: two readings 1 % apart bound it to
+1 %), and again while that changes who the finalists are; a kernel's time is then the median of its ok timings
+(store/clock.py).
 
 A re-timing is an evaluation of the same code in the pool's re-timing mode (EvalSettings.retime: the timed case
 checked once, then the clock, which checks every output of every timed call; no other correctness case, range,
@@ -18,9 +20,9 @@ wall-time budget lasts.
 
 Where the pool can (`retime_group`: the local pool, and Ray's on one actor), the finalists due a re-timing are
 timed side by side: one evaluation, one timing stage, each batch's sides interleaved (judge/group.py), up to
-GROUP_MAX at once; the k-th re-timings of every finalist form the k-th group. A finalist the group could not time
+GROUP_MAX at once; a pass's re-timings form its groups. A finalist the group could not time
 is re-timed alone by the pool, so every row is its kernel's own reading. A pool without it (the tests' fakes)
-gets each re-timing as an evaluation of its own, started round robin.
+gets each re-timing as an evaluation of its own.
 """
 from __future__ import annotations
 
@@ -42,13 +44,14 @@ class Retimer:
     """Re-times a run's finalists through the pool (`await retimer(when)`)."""
 
     def __init__(self, engine: Engine, run_id: int, pool, problem_ref, *, timings: int, finalists: int,
-                 emit: EventSink, may_start: Callable[[], bool], stored: Callable[[], None]):
+                 emit: EventSink, may_start: Callable[[], bool], stored: Callable[[], None], agree: float = 0.0):
         self.engine, self.run_id, self.pool, self.ref = engine, run_id, pool, problem_ref
-        self.timings, self.n = timings, finalists
+        self.timings, self.n, self.agree = timings, finalists, agree
         self.emit, self.may_start, self.stored = emit, may_start, stored
 
     def due(self) -> list[tuple[int, int]]:
-        """(kernel id, re-timings it still needs) for each finalist short of its timings, best first."""
+        """(kernel id, re-timings it still needs) for each finalist short of its timings whose timings so far do
+        not agree within `agree`, best first."""
         if self.timings <= 1:
             return []
         with session_scope(self.engine) as s:
@@ -56,6 +59,9 @@ class Retimer:
         out = []
         for kid in strategies.finalists(tree, self.n):
             left = self.timings - 1 - tree.kernels[kid].retimes
+            t = tree.clock.times.get(kid)
+            if left > 0 and self.agree > 0 and t is not None and t.timings >= 2 and t.spread <= self.agree:
+                left = 0   # its timings agree: another would move their median by less than `agree`
             if left > 0:
                 out.append((kid, left))
         return out
@@ -72,17 +78,12 @@ class Retimer:
             with session_scope(self.engine) as s:
                 codes = {kid: q.get_kernel(s, kid).code for kid, _ in due}
             self.emit("retiming", {"when": when, "kernels": [kid for kid, _ in due], "n": sum(n for _, n in due)})
-            if hasattr(self.pool, "retime_group"):   # side by side: the i-th re-timing of each, in one stage
-                groups = []
-                for i in range(max(n for _, n in due)):
-                    kids = [kid for kid, n in due if i < n]
-                    groups += [kids[j:j + GROUP_MAX] for j in range(0, len(kids), GROUP_MAX)]
+            kids = [kid for kid, _ in due]   # one re-timing each this pass, then what is due is read again
+            if hasattr(self.pool, "retime_group"):   # side by side, in one stage
+                groups = [kids[j:j + GROUP_MAX] for j in range(0, len(kids), GROUP_MAX)]
                 done = sum(ok for oks in await asyncio.gather(*(self._group(g, codes) for g in groups)) for ok in oks)
-            else:
-                # round robin (A, B, C, A, B, ...), the order the pool starts them in: a drift of the device's speed
-                # while they run moves every finalist's re-timings alike, not one kernel's all
-                order = [kid for i in range(max(n for _, n in due)) for kid, n in due if i < n]
-                done = sum(await asyncio.gather(*(self._retime(kid, codes[kid]) for kid in order)))
+            else:   # each its own evaluation, started in the order of the ranking
+                done = sum(await asyncio.gather(*(self._retime(kid, codes[kid]) for kid in kids)))
             if not done:   # none started (the wall-time budget): the finalists stay as they are
                 return stored
             stored += done

@@ -43,6 +43,9 @@ class SearchConfig(_Strict):
     # evaluations of the same code (search/controller.py); 1: no re-timing. Re-timings are not new kernels: they do
     # not count against budgets.evaluations, but they stop at the wall-time budget
     timings: int = Field(default=3, ge=1)
+    # a finalist whose timings so far (two or more) agree within this fraction of their median is re-timed no more:
+    # a further timing would move that median by less than it (search/finalists.py); 0: always `timings`
+    timings_agree: float = Field(default=0.01, ge=0)
     seed: int = 0                               # the offline provider's RNG and branch picks
     # the kernels' language (prompts/language_*.md give the coder its contract): triton (@triton.jit), cuda (CUDA
     # C++ built with torch.utils.cpp_extension.load_inline, launched on the current stream) or any (either; a

@@ -58,6 +58,7 @@ class KernelTime:
     device: Optional[str]
     time_ms: float
     timings: int
+    spread: float = 0.0   # (slowest - fastest) / time_ms over those timings: how far they agree
 
 
 @dataclass
@@ -148,5 +149,6 @@ def clock_of(rows: list[tuple]) -> RunClock:
         by_device = ok[kid]
         dev = c.device if c.device in by_device else device if device in by_device else next(iter(by_device))
         times = by_device[dev]
-        c.times[kid] = KernelTime(dev, statistics.median(times), len(times))
+        mid = statistics.median(times)
+        c.times[kid] = KernelTime(dev, mid, len(times), (max(times) - min(times)) / mid if mid > 0 else 0.0)
     return c

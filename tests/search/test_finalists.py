@@ -9,9 +9,11 @@ import hashlib
 import sqlite3
 import statistics
 
+import pytest
 from sqlmodel import Session, select
 
 from kernelsearch.export.source import read_source
+from kernelsearch.judge.result import EvalResult
 from kernelsearch.judge.settings import GROUP_MAX
 from kernelsearch.judge.status import Status
 from kernelsearch.search import strategies
@@ -299,10 +301,9 @@ def test_a_pool_that_times_side_by_side_gets_each_pass_as_groups_of_distinct_fin
     rows = _store_rows(cfg.store)
     retimes = [r for r in rows if r[5] == "retime"]
     assert pool.groups and sum(map(len, pool.groups)) == len(pool.retimed) == len(retimes)
-    # each pass's finalists due the same number of re-timings: their i-th re-timings form the i-th group
-    passes = [e for kind, e in events if kind == "retiming"]
-    assert all(e["n"] % len(e["kernels"]) == 0 for e in passes), passes
-    sizes = [len(e["kernels"]) for e in passes for _ in range(e["n"] // len(e["kernels"]))]
+    # each pass re-times every finalist due once: the pass's finalists are its groups, split at GROUP_MAX
+    passes = [len(e["kernels"]) for kind, e in events if kind == "retiming"]
+    sizes = [min(GROUP_MAX, n - j) for n in passes for j in range(0, n, GROUP_MAX)]
     assert [len(g) for g in pool.groups] == sizes
     assert max(map(len, pool.groups)) >= 2 and all(len(g) == len(set(g)) for g in pool.groups)
     with Session(engine) as s:
@@ -318,13 +319,44 @@ def test_more_finalists_than_a_group_holds_are_split_and_each_row_is_its_kernels
     pool = GroupPool()
     retimer = Retimer(engine, rid, pool, "softmax", timings=3, finalists=6, emit=lambda *a: None,
                       may_start=lambda: True, stored=lambda: None)
-    dues = [[(k, 2) for k in kids], []]
+    dues = [[(k, 2) for k in kids], [(k, 1) for k in kids], []]
     retimer.due = lambda: dues.pop(0)
     assert asyncio.run(retimer("test")) == 12
-    # 6 finalists, 2 re-timings each: the first re-timings as a group of GROUP_MAX and one of the rest, then again
+    # 6 finalists, 2 re-timings each, one a pass: a group of GROUP_MAX and one of the rest, then again
     names = [[c.split()[-1] for c in g] for g in pool.groups]
     assert [len(g) for g in names] == [GROUP_MAX, 6 - GROUP_MAX] * 2
     assert names[0] + names[1] == names[2] + names[3] == [f"k{i}" for i in range(6)]
     with Session(engine) as s:
         stored = [(e.kernel_id, e.purpose) for e in s.exec(select(Evaluation)).all()]
     assert sorted(stored) == sorted((k, "retime") for k in kids for _ in range(2))
+
+
+class SteadyPool:
+    """A pool whose clock reads each kernel at its time in `times` (its stored evaluation's), its first re-timing
+    `wobble` slower and its second at the time again."""
+
+    def __init__(self, times: dict[str, float], wobble: float):
+        self.times, self.wobble, self.n = times, wobble, {}
+
+    async def evaluate(self, code, ref, may_start=None, retime=False):
+        self.n[code] = self.n.get(code, 0) + 1
+        t = self.times[code] * (1 + self.wobble * (self.n[code] % 2))
+        return EvalResult(status=Status.ok, stage="timing", time_ms=t, ref_time_ms=2.0, speedup=2.0 / t,
+                          timing_kind="cpu-interpreter", device="cpu-interpreter")
+
+
+@pytest.mark.parametrize("wobble,agree,each", [
+    (0.0, 0.01, 1),     # the re-timing agrees with the evaluation: a third timing would not move the median
+    (0.005, 0.01, 1),   # within 1 %
+    (0.05, 0.01, 2),    # 5 % apart: re-timed up to `timings`
+    (0.0, 0.0, 2),      # agreement not asked for: always `timings`
+])
+def test_a_finalist_whose_timings_agree_is_re_timed_no_more(tmp_path, wobble, agree, each):
+    engine, rid, kids = _kernels(tmp_path / "agree.db", 2, [(1.0, 2.0), (2.0, 2.0)])
+    pool = SteadyPool({"# k0": 1.0, "# k1": 2.0}, wobble)
+    retimer = Retimer(engine, rid, pool, "softmax", timings=3, finalists=2, emit=lambda *a: None,
+                      may_start=lambda: True, stored=lambda: None, agree=agree)
+    assert asyncio.run(retimer("test")) == 2 * each
+    with Session(engine) as s:
+        t = q.tree(s, rid)
+    assert [t.kernels[k].timings for k in kids] == [1 + each] * 2 and not retimer.due()

@@ -43,13 +43,13 @@ from kernelsearch.judge import charges, wire
 from kernelsearch.judge.conversation import Conversation
 from kernelsearch.judge.correctness import COMPARE_CHUNK
 from kernelsearch.judge.family import Case
-from kernelsearch.judge.memory import calls_that_fit, timing_calls
+from kernelsearch.judge.memory import TIMING_MIN_CALLS, calls_that_fit, timing_calls
 from kernelsearch.judge.seeds import derive_seed
 from kernelsearch.judge.status import CandidateFailure, HarnessFailure, Status
 from kernelsearch.judge.timed_check import check_batch, decoded_outs
 
 BATCH_BYTES = 8 * 2**30        # inputs + outputs of one side's batch (GPU): n is as many calls as fit
-MIN_CALLS = 2
+MIN_CALLS = TIMING_MIN_CALLS
 # H100, one softmax kernel in 5 evaluations of 6 batches (16 calls, ~4.3 ms a batch): its batches varied 6.5 % within
 # an evaluation and its median 6.5 % between evaluations, the reference's (CUDA events) 0.3 %; a candidate's reading is
 # its batch's wall time, whose host overhead (0.47-0.63 ms a batch) only adds. So more batches, and the median of the

@@ -323,18 +323,21 @@ class JudgeMemory:
 
 # -- what an evaluation holds on its GPU, for the pool's admission (sandbox/admission.py MemoryGate) -----------------
 EVAL_FIXED_BYTES = 1 << 30      # three processes' CUDA contexts and allocator slack, per evaluation
+TIMING_MIN_CALLS = 2           # the timing stage's fewest calls a batch where they fit (judge/clock.py MIN_CALLS)
 IN_COPIES, OUT_COPIES = 3, 6    # inputs: judge, candidate, eager runner; outputs: those three, float64 reference (x2),
 #                                 and the compared chunk's temporaries
 
 
-def footprint_bytes(problem_ref: dict, sides: int = 2) -> int:
+def footprint_bytes(problem_ref: dict, sides: int = 2, reserve: int = 0) -> int:
     """An evaluation's peak GPU bytes, estimated from its timed case's inputs and outputs on the meta device (no
     memory drawn): IN_COPIES x inputs + OUT_COPIES x outputs + EVAL_FIXED_BYTES. A problem whose inputs cannot be
     drawn on the meta device (a family's generator) is counted from its byte count (spec.bytes_moved at the timed
     case: inputs and outputs, each counted OUT_COPIES times), or the fixed part only where it has none. Seen on an
     H100 (2026-12-05): eight evaluations of KernelBench's level-1 files at their own sizes (inputs of 6-7 GiB)
     admitted at once ran each other out of memory: 34 of 58 evaluations were harness errors and two problems ended
-    with no kernel judged."""
+    with no kernel judged. `reserve`: the bytes the memory gate keeps aside for the one timing stage a device runs at
+    a time (sandbox/admission.py `gate_capacity`); a timing stage whose TIMING_MIN_CALLS calls on every side need
+    more adds what they need beyond it (KernelBench's 6 GiB inputs: 2 calls x 2 sides x 12 GiB, 48 GiB)."""
     from kernelsearch.judge.problem import load_problem
 
     try:
@@ -342,7 +345,7 @@ def footprint_bytes(problem_ref: dict, sides: int = 2) -> int:
         if "file" not in problem_ref:   # a family: its generator cannot draw on the meta device, its byte count can say
             moved = problem.bytes_moved(problem.timed_case) if problem.bytes_moved else 0
             # inputs and outputs counted as outputs: an upper bound
-            return (OUT_COPIES + sides - 2) * int(moved) + EVAL_FIXED_BYTES
+            return (OUT_COPIES + sides - 2) * int(moved) + EVAL_FIXED_BYTES + _beyond(int(moved), sides, reserve)
         module = problem.module   # the file's own sizes: its timed case
         with torch.device("meta"):
             torch.manual_seed(0)
@@ -354,6 +357,12 @@ def footprint_bytes(problem_ref: dict, sides: int = 2) -> int:
             except Exception:   # noqa: BLE001 - an op the meta device cannot run: the output as large as the inputs
                 out_b = in_b
         # a third timed side (torch.compile's reference, `compare_compile`) holds its own inputs and outputs
-        return (IN_COPIES + sides - 2) * in_b + (OUT_COPIES + sides - 2) * out_b + EVAL_FIXED_BYTES
+        return ((IN_COPIES + sides - 2) * in_b + (OUT_COPIES + sides - 2) * out_b + EVAL_FIXED_BYTES
+                + _beyond(in_b + out_b, sides, reserve))
     except Exception:   # noqa: BLE001 - a problem that does not load is the evaluation's to report, not the gate's
         return EVAL_FIXED_BYTES
+
+
+def _beyond(per_call: int, sides: int, reserve: int) -> int:
+    """What a timing stage's TIMING_MIN_CALLS calls a side (inputs and outputs) need beyond the gate's reserve."""
+    return max(0, TIMING_MIN_CALLS * sides * per_call - reserve) if reserve else 0

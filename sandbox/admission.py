@@ -15,6 +15,21 @@ EARLY_DRAIN = os.environ.get("KS_CLOCK_EARLY_DRAIN", "1") != "0"
 GATE_SHARE = 0.9   # of a GPU's memory, what the evaluations admitted at once may be estimated to hold
 
 
+def gate_capacity(total: int, sides: int) -> tuple[int, int]:
+    """(what the evaluations admitted at once on a GPU of `total` bytes may be estimated to hold, the reserve kept
+    aside beyond it). The reserve is for the one timing stage a device runs at a time (the `timing` lease): it sizes
+    its batches to the memory it finds free, up to BATCH_BYTES of inputs and outputs a side (judge/clock.py), more
+    than any evaluation's estimate, so without a reserve the evaluations admitted beside it, still growing, ran out
+    of memory (an H100 KernelBench batch, 2026-12-07: 5 of 41 evaluations, in the reference's priming batch). A
+    timing stage that needs more than the reserve counts the excess in its own estimate (judge/memory.py
+    `footprint_bytes`). Never more than half of the share: a small GPU still admits evaluations."""
+    from kernelsearch.judge.clock import BATCH_BYTES
+
+    share = int(GATE_SHARE * total)
+    reserve = min(sides * BATCH_BYTES, share // 2)
+    return share - reserve, reserve
+
+
 class DeviceLease:
     """One GPU's lease: many `shared` holders (correctness checks) or one `exclusive` holder (a timing), never
     both, so nothing else runs on a device while a candidate is timed on it. A waiting timing goes first: no new

@@ -25,7 +25,7 @@ from kernelsearch.judge.result import EvalResult
 from kernelsearch.judge.settings import EvalSettings
 from kernelsearch.judge.status import Status
 from kernelsearch.sandbox import deaths
-from kernelsearch.sandbox.admission import GATE_SHARE, DeviceLease, MemoryGate, gpu_memory_bytes  # noqa: F401
+from kernelsearch.sandbox.admission import DeviceLease, MemoryGate, gate_capacity, gpu_memory_bytes
 from kernelsearch.sandbox.env import scrubbed_env
 from kernelsearch.sandbox.forkserver import Zygote
 from kernelsearch.sandbox.forkserver import kill_group as _kill_group
@@ -88,12 +88,14 @@ class EvaluatorPool(FirstGroups):
         self._leases = {g: DeviceLease(early_drain=None if settings.mode == "cuda" else False) for g in settings.gpus}
         self._load = {g: 0 for g in settings.gpus}
         self._gates: dict[int, MemoryGate] = {}
+        self._reserve = 0   # the gates' bytes kept aside for a timing stage (sandbox/admission.py gate_capacity)
         self._footprints: dict[str, int] = {}
         if settings.mode == "cuda":
             for g in settings.gpus:
                 total = settings.gpu_memory_mb * 2**20 if settings.gpu_memory_mb else gpu_memory_bytes(g)
                 if total:
-                    self._gates[g] = MemoryGate(int(GATE_SHARE * total))
+                    capacity, self._reserve = gate_capacity(total, 3 if settings.evaluation.compare_compile else 2)
+                    self._gates[g] = MemoryGate(capacity)
         # (gpu, start, end) of each exclusive hold: the timings (and, on a GPU, the stability checks)
         self.lease_log: list[tuple[int, float, float]] = []
         interp = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""} if settings.mode == "cpu" else {}
@@ -184,7 +186,7 @@ class EvaluatorPool(FirstGroups):
 
             # each candidate and the eager reference a side; torch.compile's reference a further one
             sides = candidates + (2 if self.s.evaluation.compare_compile else 1)
-            self._footprints[key] = await asyncio.to_thread(footprint_bytes, problem_ref, sides)
+            self._footprints[key] = await asyncio.to_thread(footprint_bytes, problem_ref, sides, self._reserve)
         return self._footprints[key]
 
     def _candidate_uid(self) -> int | None:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 
 from kernelsearch.families import load_problem
+from kernelsearch.judge.clock import BATCH_BYTES
 from kernelsearch.judge.memory import EVAL_FIXED_BYTES, IN_COPIES, OUT_COPIES, footprint_bytes
-from kernelsearch.sandbox.admission import MemoryGate
+from kernelsearch.sandbox.admission import GATE_SHARE, MemoryGate, gate_capacity
+from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings
 
 
 def test_gate_admits_by_bytes_in_order_and_runs_an_oversized_one_alone():
@@ -71,3 +73,27 @@ def get_init_inputs():
     assert moved == 2 * 4096 * 32000 * 2
     assert footprint_bytes({"builtin": "softmax"}) == OUT_COPIES * moved + EVAL_FIXED_BYTES
     assert footprint_bytes({"file": str(tmp_path / "missing.py")}) == EVAL_FIXED_BYTES
+    # beside the gate's timing reserve: the 6 GiB file's timing stage (2 calls x 2 sides x 12 GiB) needs more than
+    # the reserve, and its estimate counts the excess; softmax's (2 x 2 x 500 MiB) fits in it and adds nothing
+    reserve = 2 * BATCH_BYTES
+    need = 2 * 2 * 2 * 4 * elements
+    assert footprint_bytes({"file": str(prob)}, 2, reserve) == footprint_bytes({"file": str(prob)}) + need - reserve
+    assert footprint_bytes({"builtin": "softmax"}, 2, reserve) == footprint_bytes({"builtin": "softmax"})
+
+
+def test_the_gate_keeps_a_timing_stage_s_batches_aside():
+    """A timing stage sizes its batches to the memory it finds free (up to BATCH_BYTES a side), one stage a device
+    at a time: the evaluations admitted beside it are estimated into what is left (an H100 KernelBench batch ran 5
+    of 41 evaluations out of memory in the reference's priming batch before this)."""
+    h100 = 80 * 2**30
+    capacity, reserve = gate_capacity(h100, 2)
+    assert reserve == 2 * BATCH_BYTES and capacity + reserve == int(GATE_SHARE * h100)
+    assert gate_capacity(h100, 3)[1] == 3 * BATCH_BYTES   # torch.compile's reference timed too: a third side
+    small = 16 * 2**30
+    assert gate_capacity(small, 2) == (int(GATE_SHARE * small) - int(GATE_SHARE * small) // 2,
+                                       int(GATE_SHARE * small) // 2)   # at most half kept aside
+    pool = EvaluatorPool(PoolSettings(mode="cuda", gpus=[0], gpu_memory_mb=80 * 1024))
+    try:
+        assert pool._gates[0].capacity == capacity and pool._reserve == reserve
+    finally:
+        pool.close()

@@ -1,10 +1,10 @@
 """A stage's outcome onto an evaluation's result: the clock's reading (with the roofline's checks of it on a GPU),
-or the failure that stopped the stages. Shared by a lone evaluation (judge/harness.py) and a group (judge/group.py).
+or the failure that stopped the stages. Shared by a lone evaluation (judge/harness.py) and a group (judge/group.py);
+`judge` is the evaluation's harness.Judge (its `detail` and memory plan `mem`), not imported here: harness imports this.
 """
 from __future__ import annotations
 
 import traceback
-from typing import TYPE_CHECKING
 
 from kernelsearch.judge.clock import TimingResult
 from kernelsearch.judge.memory import is_out_of_memory
@@ -13,15 +13,12 @@ from kernelsearch.judge.result import EvalResult
 from kernelsearch.judge.roofline import ceilings, io_floor_ms, roofline
 from kernelsearch.judge.status import CandidateFailure, Status
 
-if TYPE_CHECKING:
-    from kernelsearch.judge.harness import Judge
-
 FLOOR_SLACK = 0.95             # a time below 95 % of the I/O floor is impossible
 TIMED_FIELDS = ("time_ms", "ref_time_ms", "speedup", "compile_ref_time_ms", "speedup_compile", "gbps", "tflops",
                 "roofline_fraction", "bottleneck")
 
 
-def apply_timing(result: EvalResult, judge: "Judge", timed: TimingResult, problem: Problem, mode: str) -> None:
+def apply_timing(result: EvalResult, judge, timed: TimingResult, problem: Problem, mode: str) -> None:
     """The clock's reading onto the result, and on a GPU the roofline's checks of it (CandidateFailure)."""
     case, in_bytes, out_bytes = timed.case, timed.in_bytes, timed.out_bytes
     judge.detail.update(timings=timed.timings, timing_case=timed.timing_case)
@@ -47,7 +44,7 @@ def apply_timing(result: EvalResult, judge: "Judge", timed: TimingResult, proble
                                    "ceilings (faster than the bytes or FLOPs allow)", stage="roofline")
 
 
-def fail(result: EvalResult, judge: "Judge", err: Exception, stage: str) -> None:
+def fail(result: EvalResult, judge, err: Exception, stage: str) -> None:
     """The failure that stopped the stages onto the result: a CandidateFailure as it is; the judge's own running out
     of memory as its memory plan names it (harness_error); any other error is not a verdict and is raised again."""
     if not isinstance(err, CandidateFailure):

@@ -67,8 +67,11 @@ class FirstGroups:
         slot = asyncio.ensure_future(self._slots.acquire())
         try:
             await asyncio.wait({slot, me.future}, return_when=asyncio.FIRST_COMPLETED)
-        except BaseException:
-            slot.cancel()
+        except BaseException:   # cancelled while waiting: a slot already granted goes back
+            if slot.done() and not slot.cancelled():
+                self._slots.release()
+            else:
+                slot.cancel()
             raise
         finally:
             if me in queue:
@@ -107,11 +110,14 @@ class FirstGroups:
         results = split_group(joint, len(sources)) if mates else [joint]
         if mates and joint is not None:   # what the group did not judge, each alone (the group's slot is free now)
             redo = [i for i, r in enumerate(results) if r is None or r.status == Status.harness_error]
-            again = await asyncio.gather(*(self._admitted([sources[i]], problem_ref, may_start, False)
+            starts = [may_start, *(m.may_start for m in mates)]   # each its own (the run's events name the kernel)
+            again = await asyncio.gather(*(self._admitted([sources[i]], problem_ref, starts[i], False)
                                            for i in redo), return_exceptions=True)
             for i, r in zip(redo, again):
                 results[i] = r
         for m, r in zip(mates, results[1:]):
+            if m.future.done():
+                continue
             if isinstance(r, BaseException):
                 m.future.set_exception(r)
             else:

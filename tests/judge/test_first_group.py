@@ -53,6 +53,7 @@ def test_a_group_whose_candidates_all_fail_times_nothing(tmp_path):
     assert bad.status == "compile_error" and wrong.status == "incorrect", (bad.reason, wrong.reason)
 
 
+@pytest.mark.slow   # waits out a 12 s deadline
 def test_a_candidate_that_hangs_is_timed_out_alone_and_the_others_go_on(tmp_path):
     t0 = time.monotonic()
     hang, honest = _first_group(tmp_path, [HANG, STARTER], timeout_s=12)
@@ -93,6 +94,7 @@ def test_the_pool_groups_first_evaluations_queued_beyond_its_slots(tmp_path):
     assert a.wall_s == b.wall_s == bad.wall_s and a.ref_time_ms == b.ref_time_ms   # one evaluation
 
 
+@pytest.mark.slow   # three evaluations through the pool
 def test_what_a_first_group_could_not_time_is_evaluated_alone(tmp_path):
     """A kernel right in every check, then wrong only in the timed batches, fails its group's timing: its honest
     mate is then evaluated alone and ok, and it is `incorrect` alone, on its own reading."""

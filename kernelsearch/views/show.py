@@ -66,15 +66,15 @@ def _kernel_brief(k: q.KernelRow) -> str:
     return f"k{k.id} ({res})"
 
 
-def _group_note(r) -> str:
-    """How a re-timing was timed: side by side with other finalists in one timing stage (judge/group.py), or alone
-    (an evaluation of its own, as before groups, or after its group could not time it)."""
+def _group_note(r, key: str = "retime_group", who: str = "finalist") -> str:
+    """How a timing was taken: side by side with other kernels in one timing stage (judge/group.py: finalists
+    re-timed, `retime_group`; first evaluations in a group, `timing_group`), or alone (an evaluation of its own)."""
     try:
-        size = json.loads(r.detail_json or "{}").get("retime_group")
+        size = json.loads(r.detail_json or "{}").get(key)
     except (ValueError, AttributeError):
         size = None
     if isinstance(size, int) and size > 1:
-        return f"; side by side with {size - 1} other finalist{'s' if size > 2 else ''} in one timing stage"
+        return f"; side by side with {size - 1} other {who}{'s' if size > 2 else ''} in one timing stage"
     return "; timed alone"
 
 
@@ -91,8 +91,9 @@ def _clock_rows(grid: Table, row: q.KernelRow, ev, retimes: list) -> None:
     if row.speedup is not None or row.speedup_compile is not None:
         grid.add_row("speedup", f"{fmt.x(row.speedup)} over eager · {fmt.x(row.speedup_compile)} over torch.compile")
     if ev.time_ms is not None:
+        grouped = _group_note(ev, "timing_group", "kernel") if "timing_group" in (ev.detail_json or "") else ""
         grid.add_row("its evaluation", f"{fmt.ms(ev.time_ms)} against eager {fmt.ms(ev.ref_time_ms)} timed side by "
-                                       f"side ({fmt.x(ev.speedup)}; not ranked by)")
+                                       f"side ({fmt.x(ev.speedup)}; not ranked by){grouped}")
     for n, r in enumerate(retimes, start=1):
         what = (f"{fmt.ms(r.time_ms)} against eager {fmt.ms(r.ref_time_ms)}" if r.status == Status.ok
                 else f"{r.status}: {fmt.one_line(r.reason, 100)}")

@@ -21,7 +21,8 @@ def test_show_says_how_each_re_timing_was_timed(tmp_path):
         kid = q.add_kernel(s, run.id, code="# k", code_hash="h", language="triton")
         common = {"kernel_id": kid, "status": "ok", "stage": "timing", "timing_kind": "cpu-interpreter",
                   "device": "cpu-interpreter"}
-        q.add_evaluation(s, Evaluation(**common, time_ms=1.0, ref_time_ms=2.0, speedup=2.0))
+        q.add_evaluation(s, Evaluation(**common, time_ms=1.0, ref_time_ms=2.0, speedup=2.0,
+                                       detail_json=json.dumps({"timing_group": 3})))   # a first evaluation in a group
         for t, detail in ((1.1, {"retime_group": 3}), (0.9, {}), (1.2, {"retime_group": 2})):
             q.add_evaluation(s, Evaluation(**common, time_ms=t, ref_time_ms=2.0, speedup=2.0 / t, purpose="retime",
                                            detail_json=json.dumps(detail)))
@@ -32,3 +33,5 @@ def test_show_says_how_each_re_timing_was_timed(tmp_path):
     assert "side by side with 2 other finalists in one timing stage" in rows[0]
     assert "timed alone" in rows[1]
     assert "side by side with 1 other finalist in one timing stage" in rows[2]
+    first = [ln for ln in res.output.splitlines() if "its evaluation" in ln]
+    assert len(first) == 1 and "side by side with 2 other kernels in one timing stage" in first[0], res.output

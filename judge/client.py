@@ -51,7 +51,7 @@ class RunnerClient:
             else:
                 self.sock.settimeout(None)
             wire.send(self.sock, header, buffers or [])
-            reply, bufs = wire.recv(self.sock)
+            reply, bufs = wire.recv(self.sock, deadline=self.deadline)
         except TimeoutError:
             self.kill()
             raise RunnerTimedOut(f"the {self.name}'s process gave no reply within its time: it was killed") from None

@@ -21,6 +21,7 @@ import json
 import math
 import socket
 import struct
+import time
 from typing import Any
 
 import torch
@@ -49,11 +50,16 @@ def send(sock: socket.socket, header: dict, buffers: list[bytes | memoryview] = 
         sock.sendall(p)
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytearray:
+def _recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> bytearray:
     buf = bytearray(n)
     view = memoryview(buf)
     got = 0
     while got < n:
+        if deadline is not None:   # the whole reply by then, however it is trickled (TimeoutError)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no whole reply by the deadline")
+            sock.settimeout(left)
         k = sock.recv_into(view[got:], n - got)
         if k == 0:
             raise EOFError("the other end closed the connection")
@@ -61,25 +67,26 @@ def _recv_exact(sock: socket.socket, n: int) -> bytearray:
     return buf
 
 
-def recv(sock: socket.socket, max_bytes: int = 1 << 40) -> tuple[dict, list[bytearray]]:
-    hlen, nbuf = struct.unpack("<II", _recv_exact(sock, 8))
+def recv(sock: socket.socket, max_bytes: int = 1 << 40,
+         deadline: float | None = None) -> tuple[dict, list[bytearray]]:
+    hlen, nbuf = struct.unpack("<II", _recv_exact(sock, 8, deadline))
     if hlen > MAX_HEADER:
         raise WireError(f"header of {hlen} bytes is over the {MAX_HEADER}-byte cap")
     if nbuf > 1 << 20:
         raise WireError(f"{nbuf} buffers in one frame")
     try:
-        header = json.loads(_recv_exact(sock, hlen))
+        header = json.loads(_recv_exact(sock, hlen, deadline))
     except ValueError as err:
         raise WireError(f"header is not JSON: {err}") from None
     if not isinstance(header, dict):
         raise WireError(f"header must be an object, not {type(header).__name__}")
     buffers, total = [], 0
     for _ in range(nbuf):
-        (n,) = struct.unpack("<Q", _recv_exact(sock, 8))
+        (n,) = struct.unpack("<Q", _recv_exact(sock, 8, deadline))
         total += n
         if total > max_bytes:
             raise WireError(f"frame carries over {max_bytes} bytes")
-        buffers.append(_recv_exact(sock, n))
+        buffers.append(_recv_exact(sock, n, deadline))
     return header, buffers
 
 

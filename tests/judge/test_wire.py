@@ -61,3 +61,34 @@ def test_io_floor_is_the_bytes_over_the_copy_bandwidth():
     assert io_floor_ms(500_000_000, 500_000_000, {"copy_gbps": 4000.0}) == pytest.approx(0.25)
     assert io_floor_ms(1, 1, {}) is None
 
+
+
+def test_a_reply_trickled_past_its_deadline_is_a_timeout():
+    """A group's candidate has a deadline for each reply (judge/client.py): a runner that sends a byte now and then,
+    each within any one receive's wait, is still cut off when the whole reply is not in by the deadline."""
+    import threading
+    import time
+
+    ours, theirs = socket.socketpair()
+    frame = struct.pack("<II", 40, 0) + b" " * 40
+    stop = threading.Event()
+
+    def trickle():
+        for b in frame:
+            if stop.wait(0.2):
+                return
+            try:
+                theirs.send(bytes([b]))
+            except OSError:
+                return
+    t = threading.Thread(target=trickle, daemon=True)
+    t.start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(TimeoutError):
+            wire.recv(ours, deadline=t0 + 1.0)
+        assert time.monotonic() - t0 < 1.5   # not 48 bytes x 0.2 s
+    finally:
+        stop.set()
+        ours.close()
+        theirs.close()

@@ -86,10 +86,7 @@ class FirstGroups:
         try:
             self._busy += 1
             free = max(0, self.s.concurrency - self._busy)
-            most = self.s.evaluation.group_first - 1
-            capacity = min((g.capacity for g in self._gates.values()), default=None)
-            while most > 0 and capacity is not None and await self._footprint(problem_ref, most + 1) > capacity:
-                most -= 1
+            most = await self._fitting(problem_ref, self.s.evaluation.group_first) - 1
             for w in list(queue)[:mates_to_take(len(queue), free, most)]:
                 queue.remove(w)
                 w.claimed = True

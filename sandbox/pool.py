@@ -135,9 +135,7 @@ class EvaluatorPool(FirstGroups):
         is split into groups that do (down to one: re-timed alone)."""
         if len(sources) < 2:
             return [await self.evaluate(src, problem_ref, may_start, retime=True) for src in sources]
-        size, capacity = len(sources), min((g.capacity for g in self._gates.values()), default=None)
-        while size > 1 and capacity is not None and await self._footprint(problem_ref, size) > capacity:
-            size -= 1
+        size = await self._fitting(problem_ref, len(sources))
         if size < len(sources):
             parts = await asyncio.gather(*(self.retime_group(sources[i:i + size], problem_ref, may_start)
                                            for i in range(0, len(sources), size)))
@@ -178,6 +176,13 @@ class EvaluatorPool(FirstGroups):
                 return await self._run(sources, problem_ref, gpu, retime)
         finally:
             self._load[gpu] -= 1
+
+    async def _fitting(self, problem_ref: dict, size: int) -> int:
+        """The largest group of at most `size` candidates whose estimate fits every GPU's memory gate (at least 1)."""
+        capacity = min((g.capacity for g in self._gates.values()), default=None)
+        while size > 1 and capacity is not None and await self._footprint(problem_ref, size) > capacity:
+            size -= 1
+        return size
 
     async def _footprint(self, problem_ref: dict, candidates: int = 1) -> int:
         key = json.dumps([problem_ref, candidates], sort_keys=True)

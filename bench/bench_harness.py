@@ -206,6 +206,13 @@ def main() -> int:
             failures.append(f"{label}: {_brief(r)}")
     _say(f"  {len(results)} evaluations in {wall:.1f} s = {per_min:.1f} per minute; statuses {by_status}")
     _say("  " + _stage_means(results))
+    warms = [(r.get("detail") or {}).get("warm") or {} for r in results]
+    warms = [w for w in warms if "s" in w]
+    if warms:   # the Triton warm-up (judge/runner.py op_warm): kernels compiled in threads, the wait at its end
+        _say(f"  warm-up: {len(warms)} evaluations, mean {sum(w['s'] for w in warms) / len(warms):.2f} s, "
+             f"{sum(w.get('kernels', 0) for w in warms) / len(warms):.1f} kernels compiled, "
+             f"{sum(w.get('wait_s', 0) for w in warms) / len(warms):.2f} s waiting for them at the end, "
+             f"{sum(1 for w in warms if w.get('stopped'))} stopped early")
     sizes = [((r.get("detail") or {}).get("timing_group") or 1) for r in results if r.get("status") == "ok"]
     _say(f"  timed side by side with others: {sum(k > 1 for k in sizes)} of {len(sizes)} ok evaluations "
          f"(group sizes {sorted(sizes, reverse=True)})")

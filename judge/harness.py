@@ -203,18 +203,22 @@ class Judge(OffRangeChecks):
         judge's own GPU work (weights moved, inputs drawn and written): under a shared lease, milliseconds, never
         beside another evaluation's timing loop."""
         t0 = time.perf_counter()
-        notes = []
-        for case in cases:
+        notes, counts = [], {"kernels": 0, "failed": 0, "wait_s": 0.0}
+        for i, case in enumerate(cases):
             seed = derive_seed(self.secret, case.name, "warm")
             with self.lease("shared") if WARM_LEASE else contextlib.nullcontext():
                 self.mem.doing = f"the warm-up's model and inputs of {case.describe()}"
                 self.talk.build(case, seed, "correctness", [(self.cand, "eager")])   # a case's model can differ
                 self.talk.put(self.cand, 0, self.problem.build_inputs(case, seed, self.device), "correctness")
-            reply, _ = self.talk.ask(self.cand, {"op": "warm", "slot": 0}, "compiling its kernels", "correctness")
+            reply, _ = self.talk.ask(self.cand, {"op": "warm", "slot": 0, "last": i == len(cases) - 1},
+                                     "compiling its kernels", "correctness")
+            for k in counts:   # advisory figures of the runner's compile threads (the last case's reply)
+                if isinstance(reply.get(k), (int, float)) and not isinstance(reply.get(k), bool):
+                    counts[k] += reply[k]
             if not reply.get("warm"):
                 notes.append(f"{case.name}: {str(reply.get('why'))[:80]}")
                 break   # an autotuned kernel or a forward that needs its outputs: the calls compile the rest
-        self.detail["warm"] = {"s": round(time.perf_counter() - t0, 3), "stopped": notes or None}
+        self.detail["warm"] = {"s": round(time.perf_counter() - t0, 3), "stopped": notes or None, **counts}
         self._add_s("warm", t0)
 
     def _check_case(self, case: Case) -> None:

@@ -7,8 +7,9 @@ It serves one judge over one socket (judge/wire.py frames), one request at a tim
   build {init, state, dtype, seed}                   the model, its weights sent by the judge (identical on both sides)
   inputs {slot, values} | {sets: [{slot, values}]}  CPU: values as bytes; GPU: {"alloc": spec} -> the runner allocates
                                                      and describes them (IPC), and the judge writes them in place
-  warm {slot}                                        GPU: the forward with Triton kernels compiled, not launched;
-                                                     then a fresh copy of the candidate's module (no state kept)
+  warm {slot, last}                                  GPU: the forward with Triton kernels compiled, not launched
+                                                     (in threads, the last case's waits for every case's); then a
+                                                     fresh copy of the candidate's module (no state kept)
   call {slot}                                        -> {out, launches, threads, guard, tf32, inputs (CPU)}
   batch {slots, n}                                   n calls rotating over the slots, outputs kept, device synchronized
   describe {}                                        -> the kept outputs (IPC descriptors or bytes)
@@ -38,6 +39,8 @@ import torch
 from kernelsearch.judge import numerics, wire
 
 MAX_SOURCE_BYTES = 1 << 20
+# threads a warm-up compiles the candidate's Triton kernels on (op_warm); 1: one after another, as a call would
+WARM_THREADS = max(1, int(os.environ.get("KS_WARM_THREADS", "4") or 1))
 _SYNC = torch._C._cuda_synchronize if hasattr(torch._C, "_cuda_synchronize") else torch.cuda.synchronize
 
 
@@ -137,6 +140,7 @@ class Runner:
         self.guard = None
         self.path = ""
         self.warmed = 0   # warm-ups done: each leaves a fresh copy of the candidate's module
+        self.compiling = None   # (threads, Triton's AsyncCompileMode) while a warm-up's compiles are open
 
     # -- plumbing ---------------------------------------------------------------------------------------------
     def reply(self, header: dict, buffers: list | None = None) -> None:
@@ -314,7 +318,12 @@ class Runner:
         compiles, seconds each, happen before the judge takes a lease for the correctness calls rather than inside
         it, where a timing waiting for the device waited on them. Best effort: whatever the forward does with
         outputs that were never computed may fail, and an autotuned kernel stops it; the first real call compiles
-        what is left. The judge reads nothing from it but its wall time."""
+        what is left. The judge reads nothing from it but its wall time and counts.
+
+        The judge warms one case after another (`last`: false until the last): each case's forward only submits its
+        kernels' compiles to a few threads (Triton's AsyncCompileMode; the compiler and ptxas leave the GIL), and the
+        last waits for them all, so every case's specialisations compile at once rather than in turn
+        (KS_WARM_THREADS, default 4; 1 compiles each in turn as before)."""
         from kernelsearch.judge.anticheat import LaunchCounter
         from kernelsearch.judge.problem import load_source_module
 
@@ -322,6 +331,7 @@ class Runner:
             return {"warm": False, "why": "no Triton on a GPU here"}
         inputs = self.slots[int(req["slot"])]
         t0 = time.perf_counter()
+        self._compiles_open()
         self.launches.compile_only = True
         try:
             with torch.no_grad():
@@ -334,6 +344,9 @@ class Runner:
         finally:
             self.launches.compile_only = False
         self.sync()
+        if why is None and req.get("last") is False:   # more cases to come: their compiles join these
+            return {"warm": True, "why": None, "wall_s": round(time.perf_counter() - t0, 3)}
+        kernels, failed, wait_s = self._compiles_close()
         # A fresh copy of the module, so no state of the warm-up (a table cached from outputs never computed, a flag)
         # reaches a real call; its kernels compile again from the on-disk cache the warm-up filled (milliseconds).
         self.model, self.kept, self.graph = None, [], None
@@ -344,7 +357,37 @@ class Runner:
             self.cls = self.module.ModelNew
         except BaseException as err:  # noqa: BLE001 - it loaded once: a second load that fails is the candidate's
             raise _Failure("compile", err) from None
-        return {"warm": why is None, "why": why, "wall_s": round(time.perf_counter() - t0, 3)}
+        return {"warm": why is None, "why": why, "wall_s": round(time.perf_counter() - t0, 3), "kernels": kernels,
+                "failed": failed, "wait_s": wait_s}
+
+    def _compiles_open(self) -> None:
+        """Triton's compiles submitted to a few threads from here until `_compiles_close` (none with 1 thread)."""
+        if self.compiling is not None or WARM_THREADS <= 1:
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        from triton.runtime._async_compile import AsyncCompileMode
+
+        pool = ThreadPoolExecutor(WARM_THREADS, thread_name_prefix="ks-warm")
+        mode = AsyncCompileMode(pool, ignore_errors=True)
+        mode.__enter__()
+        self.compiling = (pool, mode)
+
+    def _compiles_close(self) -> tuple[int, int, float]:
+        """Wait for the submitted compiles (kernels, how many failed, seconds waited); their threads end here, so
+        nothing of the warm-up runs in the candidate's process beside a later call. A compile that failed is the
+        first real call's to report: it compiles again, in the open."""
+        if self.compiling is None:
+            return 0, 0, 0.0
+        pool, mode = self.compiling
+        self.compiling = None
+        t0 = time.perf_counter()
+        try:
+            mode.__exit__(None, None, None)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        failed = sum(1 for f in mode.raw_futures if f.done() and f.exception() is not None)
+        return len(mode.raw_futures), failed, round(time.perf_counter() - t0, 3)
 
     def op_graph(self, req: dict) -> dict:
         """Capture one CUDA graph that runs the model on each of the given slots in order (outputs static), so a
@@ -445,6 +488,9 @@ class Runner:
                 if op == "exit":
                     self.reply({"ok": True})
                     return
+                if self.compiling is not None and op not in ("warm", "build", "inputs", "ping"):
+                    # a warm-up the judge did not finish: its compiles end before anything else runs here
+                    self._compiles_close()
                 handler = getattr(self, f"op_{op}", None)
                 if handler is None:
                     raise _Failure("protocol", f"unknown op {op!r}")

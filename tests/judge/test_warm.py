@@ -71,6 +71,7 @@ def test_the_judges_own_device_work_for_the_warm_up_is_under_a_shared_lease(tmp_
 
     held: list[str] = []
     log: list[tuple[str, tuple]] = []
+    lasts: list = []
 
     @contextlib.contextmanager
     def lease(kind):
@@ -83,7 +84,13 @@ def test_the_judges_own_device_work_for_the_warm_up_is_under_a_shared_lease(tmp_
     def spawn(role):
         r = client.spawn_local(role)
         ask = r.request
-        r.request = lambda header, buffers=None: (log.append((header.get("op"), tuple(held))), ask(header, buffers))[1]
+        def request(header, buffers=None):
+            log.append((header.get("op"), tuple(held)))
+            if header.get("op") == "warm":   # the GPU's reply (a CPU runner has no Triton to compile: warm false)
+                lasts.append(header.get("last"))
+                return {"warm": True, "kernels": 2, "failed": 0, "wait_s": 0.25}, []
+            return ask(header, buffers)
+        r.request = request
         return r
 
     problem = load_problem("softmax")
@@ -95,8 +102,55 @@ def test_the_judges_own_device_work_for_the_warm_up_is_under_a_shared_lease(tmp_
         judge.compile()
         log.clear()
         judge._warm(problem.cases_for("cpu")[:2])
+        warm = judge.detail["warm"]
     finally:
         judge.close()
     ops = {op: leases for op, leases in log}
     assert ops["build"] == ("shared",) and ops["inputs"] == ("shared",), log
     assert ops["warm"] == (), log
+    # one warm a case, the last one marked: the runner waits for every case's compiles there, not after each case
+    assert lasts == [False, True], lasts
+    assert (warm["kernels"], warm["wait_s"], warm["stopped"]) == (4, 0.5, None), warm
+
+
+def test_a_warm_up_left_open_is_finished_before_any_other_op():
+    """The runner's compile threads (op_warm, GPU) stay open across the judge's build, inputs and warm requests of
+    the next case; any other request (a call, a batch, a describe) first waits for them and ends them, so none of
+    the warm-up's work runs beside a call. Triton's AsyncCompileMode with one compile submitted by hand (the GPU
+    submits them from the forward's launches)."""
+    import socket
+    import threading
+    import time
+
+    from kernelsearch.judge import runner, wire
+
+    judge_end, runner_end = socket.socketpair()
+    r = runner.Runner(runner_end)
+    r._compiles_open()
+    assert r.compiling is not None
+    finished = threading.Event()
+
+    def slow_compile():
+        time.sleep(0.5)
+        finished.set()
+        return "kernel"
+
+    r.compiling[1].submit("k", slow_compile, lambda kernel: None)
+    seen = {}
+
+    def judge():
+        wire.send(judge_end, {"op": "ping"}, [])
+        wire.recv(judge_end)
+        seen["after_ping"] = (r.compiling is not None, finished.is_set())
+        wire.send(judge_end, {"op": "describe"}, [])
+        wire.recv(judge_end)
+        seen["after_describe"] = (r.compiling is not None, finished.is_set())
+        wire.send(judge_end, {"op": "exit"}, [])
+        wire.recv(judge_end)
+
+    t = threading.Thread(target=judge)
+    t.start()
+    r.serve()   # here, in the thread that entered the compile mode (Triton keeps it in a context variable)
+    t.join(10)
+    assert seen["after_ping"] == (True, False), seen
+    assert seen["after_describe"] == (False, True), seen

@@ -135,7 +135,9 @@ class _Reuse:
         class Pool:
             mode, s = pool.mode, pool.s
 
-            async def evaluate(self, code, ref, may_start=None):
+            async def evaluate(self, code, ref, may_start=None, retime=False):
+                if retime:   # a finalist's re-timing (search/finalists.py) is a fresh measurement, never a copy
+                    return await pool.evaluate(code, ref, may_start=may_start, retime=True)
                 key = (family, code_hash(code))
                 if outer.enabled and key in outer.cache:
                     if may_start is not None and not may_start():
@@ -149,6 +151,9 @@ class _Reuse:
                     outer.timed += 1
                     outer.cache.setdefault(key, res)
                 return res
+
+            async def retime_group(self, sources, ref, may_start=None):
+                return await pool.retime_group(sources, ref, may_start=may_start)
 
             def close(self):
                 pool.close()

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# One device call, in three parts that each write under $OUT as they go (a cut-off call keeps what finished):
+#  1. the harness bench under SETTINGS (default: the defaults, then KS_WARM_THREADS=1: the warm-up's compiles in
+#     threads against one after another), HARNESS_S seconds each;
+#  2. a KernelBench batch (carry kb/) for KB_S seconds: its evaluations and re-timings a minute, and out-of-memory
+#     harness errors (the memory gate's timing reserve);
+#  3. the strategies experiment (branching against sequential from the plain kernels) for STRAT_MIN minutes.
+#   . bench/device_env.sh; bash bench/gpu_call_session.sh
+set -u
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.used --format=csv,noheader | tee "$OUT/smi.txt"
+SETTINGS="${SETTINGS-;KS_WARM_THREADS=1}" PER_FAMILY="${PER_FAMILY:-8}" HARNESS_S="${HARNESS_S:-100}" \
+  bash bench/gpu_call_settings.sh
+if [ "${KB_S:-190}" -gt 30 ] && [ -d kb/level1 ]; then
+  echo "=== KernelBench ${KB_S:-190} s"
+  timeout "${KB_S:-190}" python3 bench/kernelbench_offline_gpu.py kb/level1 kb/level2 --n1 10 --n2 5 --evaluations 4 \
+    --jobs 4 --concurrency 4 --deadline "$(( ${KB_S:-190} - 30 ))" --db "$OUT/kb_rate.db" > "$OUT/kb.txt" 2>&1
+  python3 - "$OUT/kb_rate.db" <<'PY' | tee "$OUT/kb_counts.txt"
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+rows = c.execute("select coalesce(purpose, 'verdict'), status, count(*), round(sum(wall_s), 1) from evaluation "
+                 "group by 1, 2").fetchall()
+print("kb evaluations (purpose, status, n, wall s):", rows)
+span = c.execute("select (julianday(max(created_at)) - julianday(min(created_at))) * 1440 from evaluation").fetchone()
+print("kb minutes from the first stored evaluation to the last:", span)
+print("kb harness errors:", c.execute("select reason from evaluation where status = 'harness_error'").fetchall()[:6])
+PY
+fi
+if [ "${STRAT_MIN:-3}" != 0 ]; then
+  echo "=== strategies ${STRAT_MIN:-3} min"
+  timeout "$(( ${STRAT_MIN:-3} * 60 + 60 ))" python3 bench/strategies_gpu.py --families softmax,rmsnorm \
+    --strategies branching,sequential --budgets "${STRAT_BUDGETS:-8}" --repeats 3 --minutes "${STRAT_MIN:-3}" \
+    --sec-per-eval 5 --db "$OUT/strategies.db" 2>&1 | tee "$OUT/strategies.txt" | tail -30
+fi
+true

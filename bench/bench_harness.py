@@ -206,6 +206,9 @@ def main() -> int:
             failures.append(f"{label}: {_brief(r)}")
     _say(f"  {len(results)} evaluations in {wall:.1f} s = {per_min:.1f} per minute; statuses {by_status}")
     _say("  " + _stage_means(results))
+    seed = getattr(pool, "_seed", None)
+    _say(f"  Triton's CUDA utilities built once for the pool: "
+         f"{'off' if seed is None else 'yes' if seed.ready() else 'no: ' + (seed.error or 'still building')[:200]}")
     warms = [(r.get("detail") or {}).get("warm") or {} for r in results]
     warms = [w for w in warms if "s" in w]
     if warms:   # the Triton warm-up (judge/runner.py op_warm): kernels compiled in threads, the wait at its end

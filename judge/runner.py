@@ -368,8 +368,12 @@ class Runner:
 
         from triton.runtime._async_compile import AsyncCompileMode
 
+        class Warming(AsyncCompileMode):
+            def submit(self, key, compile_fn, finalize_fn):
+                return super().submit(key, lambda: _with_launcher(compile_fn()), finalize_fn)
+
         pool = ThreadPoolExecutor(WARM_THREADS, thread_name_prefix="ks-warm")
-        mode = AsyncCompileMode(pool, ignore_errors=True)
+        mode = Warming(pool, ignore_errors=True)
         mode.__enter__()
         self.compiling = (pool, mode)
 
@@ -503,6 +507,20 @@ class Runner:
                 self.reply({"error": {"stage": f.stage, **desc}})
             except BaseException as err:  # noqa: BLE001 - anything else is this op's failure, reported as text
                 self.reply({"error": {"stage": op or "protocol", **_describe_exception(err)}})
+
+
+def _with_launcher(kernel):
+    """A compiled kernel, its launcher built too: Triton's C stub for the kernel's signature, compiled with gcc into
+    the runner's cache (half a second) at the kernel's first launch otherwise, which is the first correctness call,
+    inside a shared lease. Built here, in a warm-up thread, the first call only loads it. Nothing reaches the
+    device: the kernel's binary is loaded at its first launch, as before. Best effort."""
+    try:
+        from triton.runtime.driver import driver
+
+        driver.active.launcher_cls(kernel.src, kernel.metadata)
+    except Exception:  # noqa: BLE001 - the first launch builds it again and reports what fails
+        pass
+    return kernel
 
 
 def _autotune_first_config() -> None:

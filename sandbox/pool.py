@@ -31,6 +31,7 @@ from kernelsearch.sandbox.forkserver import Zygote
 from kernelsearch.sandbox.forkserver import kill_group as _kill_group
 from kernelsearch.sandbox.groups import FirstGroups, Waiting, split_group
 from kernelsearch.sandbox.limits import apply_limits, device_nodes_open, python_open_to_others
+from kernelsearch.sandbox.triton_seed import TritonSeed
 
 OUTPUT_CAP = 64 * 1024
 
@@ -102,6 +103,9 @@ class EvaluatorPool(FirstGroups):
         # on the CPU the priming (1 s a fork server) is left to each judge: tests start many pools
         self._zygote = Zygote(interp, prime=settings.mode == "cuda") if settings.evaluation.fork_server else None
         self._isolates: bool | None = None
+        # Triton's CUDA utilities built once, copied into each candidate runner's fresh cache (sandbox/triton_seed.py;
+        # KS_TRITON_SEED=0: each runner builds its own, the old way, for a comparison)
+        self._seed = TritonSeed() if settings.mode == "cuda" and os.environ.get("KS_TRITON_SEED") != "0" else None
 
     @property
     def mode(self) -> str:
@@ -112,6 +116,8 @@ class EvaluatorPool(FirstGroups):
         """Stop the fork server (workers already running are killed on their own timeouts)."""
         if self._zygote is not None:
             self._zygote.close()
+        if self._seed is not None:
+            self._seed.close()
 
     def _pick_gpu(self) -> int:
         return min(self._load, key=lambda g: (self._load[g], g))
@@ -247,6 +253,8 @@ class EvaluatorPool(FirstGroups):
             rundir = workdir / ("runner" if i == 0 else f"runner{i}")
             rundir.mkdir(mode=0o700)
             (rundir / "candidate.py").write_text(source)
+            if self._seed is not None:
+                self._seed.copy_into(rundir / ".t", uid)
             if uid is not None:   # a user of its own: no access to the store, other evaluations, the judge's memory
                 os.chmod(workdir, 0o711)
                 for path in (rundir, rundir / "candidate.py"):

@@ -40,7 +40,7 @@ from kernelsearch.judge import numerics, wire
 
 MAX_SOURCE_BYTES = 1 << 20
 # threads a warm-up compiles the candidate's Triton kernels on (op_warm); 1: one after another, as a call would
-WARM_THREADS = max(1, int(os.environ.get("KS_WARM_THREADS", "4") or 1))
+WARM_THREADS = max(1, int(os.environ.get("KS_CLOCK_WARM_THREADS", "4") or 1))
 _SYNC = torch._C._cuda_synchronize if hasattr(torch._C, "_cuda_synchronize") else torch.cuda.synchronize
 
 
@@ -323,7 +323,7 @@ class Runner:
         The judge warms one case after another (`last`: false until the last): each case's forward only submits its
         kernels' compiles to a few threads (Triton's AsyncCompileMode; the compiler and ptxas leave the GIL), and the
         last waits for them all, so every case's specialisations compile at once rather than in turn
-        (KS_WARM_THREADS, default 4; 1 compiles each in turn as before)."""
+        (KS_CLOCK_WARM_THREADS, default 4; 1 compiles each in turn as before)."""
         from kernelsearch.judge.anticheat import LaunchCounter
         from kernelsearch.judge.problem import load_source_module
 

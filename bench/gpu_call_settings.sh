@@ -4,7 +4,9 @@
 # assignments separated by ';' (an empty entry: the defaults); each run's full output is kept under $OUT.
 #   . bench/device_env.sh; SETTINGS=";KS_CLOCK_PRIME=0 KS_CLOCK_EARLY_DRAIN=0" bash bench/gpu_call_settings.sh
 set -u
-IFS=';' read -ra SETS <<< "${SETTINGS:-;KS_CLOCK_PRIME=0 KS_CLOCK_EARLY_DRAIN=0}"
+SETS=()   # split on ';', keeping empty entries (read -a drops a trailing one: "A;" ran A only)
+rest="${SETTINGS:-;KS_CLOCK_PRIME=0 KS_CLOCK_EARLY_DRAIN=0};"
+while [[ $rest == *";"* ]]; do SETS+=("${rest%%;*}"); rest="${rest#*;}"; done
 i=0
 for s in "${SETS[@]}"; do
   echo "=== [$i] settings: ${s:-defaults}"

@@ -113,7 +113,7 @@ def test_the_judges_own_device_work_for_the_warm_up_is_under_a_shared_lease(tmp_
     assert (warm["kernels"], warm["wait_s"], warm["stopped"]) == (4, 0.5, None), warm
 
 
-def test_a_warm_up_left_open_is_finished_before_any_other_op():
+def test_a_warm_up_left_open_is_finished_before_any_other_op(monkeypatch):
     """The runner's compile threads (op_warm, GPU) stay open across the judge's build, inputs and warm requests of
     the next case; any other request (a call, a batch, a describe) first waits for them and ends them, so none of
     the warm-up's work runs beside a call. Triton's AsyncCompileMode with one compile submitted by hand (the GPU
@@ -124,6 +124,7 @@ def test_a_warm_up_left_open_is_finished_before_any_other_op():
 
     from kernelsearch.judge import runner, wire
 
+    monkeypatch.setattr(runner, "WARM_THREADS", 2)
     judge_end, runner_end = socket.socketpair()
     r = runner.Runner(runner_end)
     r._compiles_open()
@@ -154,3 +155,23 @@ def test_a_warm_up_left_open_is_finished_before_any_other_op():
     t.join(10)
     assert seen["after_ping"] == (True, False), seen
     assert seen["after_describe"] == (False, True), seen
+
+
+def test_one_warm_thread_compiles_each_at_once_in_the_runners_own_thread(monkeypatch):
+    """KS_CLOCK_WARM_THREADS=1 (the default): each compile runs when the forward submits it, in the runner's thread
+    (no thread beside it), and is still counted and closed like the threads' (its launcher built too, on a GPU)."""
+    import threading
+
+    from kernelsearch.judge import runner
+
+    monkeypatch.setattr(runner, "WARM_THREADS", 1)
+    r = runner.Runner(None)
+    r._compiles_open()
+    ran = []
+    try:
+        r.compiling[1].submit("k", lambda: ran.append(threading.current_thread()) or "kernel", lambda kernel: None)
+        r.compiling[1].submit("bad", lambda: 1 / 0, lambda kernel: None)
+        assert ran == [threading.current_thread()], ran   # at submit, here
+    finally:
+        kernels, failed, _ = r._compiles_close()
+    assert (kernels, failed, r.compiling) == (2, 1, None)

@@ -25,14 +25,8 @@ run: install
 	$(BIN)/kernelsearch run configs/demo.yaml --name $(NAME)
 	$(BIN)/kernelsearch tree $(NAME) --db runs/demo.db
 
-# Tests run in JOBS processes (pytest-xdist), a test file to a process (its module fixtures stay whole): most of a
-# test's time is one process of its evaluation working while the others wait, so two of them fill two cores
-# (1195 tests: 17 min against 27 on a 2-core machine). JOBS=1: one process, as before.
-JOBS ?= 2
-XDIST := $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist loadfile)
-
 test: install
-	$(BIN)/python -m pytest -q -m "not slow" $(XDIST)
+	$(BIN)/python -m pytest -q -m "not slow"
 
 test-slow: install
 	$(BIN)/python -m pytest -q -m slow

@@ -11,16 +11,19 @@ from kernelsearch.sandbox.fair import FairSlots
 async def _starts(slots: FairSlots, asks: list[str]) -> list[str]:
     """Each ask holds a slot for a moment; the keys in the order their slots were given."""
     order: list[str] = []
+    all_asked = asyncio.Event()
 
     async def one(key: str) -> None:
         async with slots.hold(key):
             order.append(key)
-            await asyncio.sleep(0.01)
+            await all_asked.wait()   # no slot is freed before every ask is in, however slow the machine
+            await asyncio.sleep(0)
 
     tasks = []
-    for key in asks:   # asked in this order, all before any slot is freed
+    for key in asks:   # asked in this order
         tasks.append(asyncio.ensure_future(one(key)))
         await asyncio.sleep(0)
+    all_asked.set()
     await asyncio.gather(*tasks)
     return order
 

@@ -212,7 +212,7 @@ class Judge(OffRangeChecks):
                 self.talk.put(self.cand, 0, self.problem.build_inputs(case, seed, self.device), "correctness")
             reply, _ = self.talk.ask(self.cand, {"op": "warm", "slot": 0, "last": i == len(cases) - 1},
                                      "compiling its kernels", "correctness")
-            for k in counts:   # advisory figures of the runner's compile threads (the last case's reply)
+            for k in counts:   # advisory figures of the runner's warm-up compiles (the last case's reply)
                 if isinstance(reply.get(k), (int, float)) and not isinstance(reply.get(k), bool):
                     counts[k] += reply[k]
             if not reply.get("warm"):

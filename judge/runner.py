@@ -8,7 +8,7 @@ It serves one judge over one socket (judge/wire.py frames), one request at a tim
   inputs {slot, values} | {sets: [{slot, values}]}  CPU: values as bytes; GPU: {"alloc": spec} -> the runner allocates
                                                      and describes them (IPC), and the judge writes them in place
   warm {slot, last}                                  GPU: the forward with Triton kernels compiled, not launched
-                                                     (in threads, the last case's waits for every case's); then a
+                                                     (each with its launcher; the last case closes them); then a
                                                      fresh copy of the candidate's module (no state kept)
   call {slot}                                        -> {out, launches, threads, guard, tf32, inputs (CPU)}
   batch {slots, n}                                   n calls rotating over the slots, outputs kept, device synchronized

@@ -104,6 +104,28 @@ def _stage_means(results: list[dict]) -> str:
     return "mean s per evaluation: " + ", ".join(parts)
 
 
+def _wait_means(results: list[dict]) -> str:
+    """Lease waits by the step that asked (judge/waits.py): leases taken and seconds waited, means per evaluation."""
+    sums: dict[str, list[float]] = {}
+    for r in results:
+        for k, (n, s) in ((r.get("detail") or {}).get("waits") or {}).items():
+            acc = sums.setdefault(k, [0.0, 0.0])
+            acc[0], acc[1] = acc[0] + n, acc[1] + s
+    n = max(len(results), 1)
+    return "lease waits by step (leases, s an evaluation): " + ", ".join(
+        f"{k} {c / n:.1f}/{s / n:.2f}" for k, (c, s) in sorted(sums.items(), key=lambda kv: -kv[1][1]))
+
+
+def _dict_means(results: list[dict], key: str) -> str:
+    """Means over the evaluations of each figure in detail[key] (a dict of seconds)."""
+    sums: dict[str, float] = {}
+    for r in results:
+        for k, v in ((r.get("detail") or {}).get(key) or {}).items():
+            sums[k] = sums.get(k, 0.0) + float(v)
+    n = max(len(results), 1)
+    return ", ".join(f"{k} {v / n:.2f}" for k, v in sums.items()) or "none"
+
+
 async def _batch(pool, items: list[tuple[str, str, str]]) -> list[dict]:
     async def one(label, family, src):
         try:
@@ -144,7 +166,8 @@ def _do_bench(family: str, source: str) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--per-family", type=int, default=8)
-    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--concurrency", type=int, default=int(os.environ.get("KS_BENCH_CONCURRENCY", "4")),
+                    help="evaluations at once (default: KS_BENCH_CONCURRENCY, else 4)")
     ap.add_argument("--fork-server", choices=["on", "off"], default="on",
                     help="workers forked from a torch-loaded parent (on) or a fresh interpreter each (off)")
     ap.add_argument("--compare-compile", action="store_true", help="also time torch.compile(reference)")
@@ -216,6 +239,10 @@ def main() -> int:
              f"{sum(w.get('kernels', 0) for w in warms) / len(warms):.1f} kernels compiled, "
              f"{sum(w.get('wait_s', 0) for w in warms) / len(warms):.2f} s waiting for them at the end, "
              f"{sum(1 for w in warms if w.get('stopped'))} stopped early")
+    _say("  " + _wait_means(results))
+    for key, what in (("pool_s", "the pool's part (start, the judge to its result, exits, cleanup)"),
+                      ("judge_start_s", "the judge's start before the harness")):
+        _say(f"  {what}, mean s: " + _dict_means(results, key))
     sizes = [((r.get("detail") or {}).get("timing_group") or 1) for r in results if r.get("status") == "ok"]
     _say(f"  timed side by side with others: {sum(k > 1 for k in sizes)} of {len(sizes)} ok evaluations "
          f"(group sizes {sorted(sizes, reverse=True)})")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call that runs the harness bench under several settings, one after another on the same warm device
 # (issue 30: the judge's priming and the early drain, each against the old way). SETTINGS is a list of env
-# assignments separated by ';' (an empty entry: the defaults); each run's full output is kept under $OUT.
+# assignments separated by ';' (an empty entry: the defaults; KS_BENCH_CONCURRENCY=16 in one: that many evaluations at
+# once, 8 otherwise); each run's full output is kept under $OUT.
 #   . bench/device_env.sh; SETTINGS=";KS_CLOCK_PRIME=0 KS_CLOCK_EARLY_DRAIN=0" bash bench/gpu_call_settings.sh
 set -u
 SETS=()   # split on ';', keeping empty entries (read -a drops a trailing one: "A;" ran A only)
@@ -10,9 +11,9 @@ while [[ $rest == *";"* ]]; do SETS+=("${rest%%;*}"); rest="${rest#*;}"; done
 i=0
 for s in "${SETS[@]}"; do
   echo "=== [$i] settings: ${s:-defaults}"
-  env ${s:-KS_DEFAULTS=1} timeout "${HARNESS_S:-170}" python3 bench/bench_harness.py --per-family "${PER_FAMILY:-8}" --concurrency 8 \
+  env KS_BENCH_CONCURRENCY=8 ${s:-KS_DEFAULTS=1} timeout "${HARNESS_S:-170}" python3 bench/bench_harness.py --per-family "${PER_FAMILY:-8}" \
     --deadline "$(( ${HARNESS_S:-170} - 10 ))" > "$OUT/harness_$i.txt" 2>&1
-  grep -E "evaluations in|mean s per evaluation|warm-up:|built once|GPU held|repeat spread|cudagraph|WATCHDOG" "$OUT/harness_$i.txt" \
+  grep -E "evaluations in|mean s per evaluation|warm-up:|lease waits by step|pool.s part|judge.s start|built once|GPU held|repeat spread|cudagraph|WATCHDOG" "$OUT/harness_$i.txt" \
     | cut -c1-900
   i=$((i + 1))
 done

@@ -11,7 +11,8 @@ def counted(lease: Callable[[str], ContextManager], judge) -> Callable[[str], Co
     """`lease`, with the time spent waiting for each kind summed into `judge.detail["stage_s"]` (`wait_shared`,
     `wait_exclusive`, `wait_timing`), the longest hold of each (`hold_max_*`), and the step that held it longest
     (`detail["longest_hold"]`: the judge's function that asked and its last memory step): a timing waiting for the
-    device waits, at worst, for another evaluation's longest hold."""
+    device waits, at worst, for another evaluation's longest hold. `detail["waits"]` splits the waits by the step that
+    asked (`kind:step` -> [leases taken, seconds waited]): which step's leases an evaluation queues behind."""
     @contextlib.contextmanager
     def counted_lease(kind: str):
         t0 = time.perf_counter()
@@ -20,6 +21,8 @@ def counted(lease: Callable[[str], ContextManager], judge) -> Callable[[str], Co
             st = judge.detail.setdefault("stage_s", {})
             t1 = time.perf_counter()
             st[f"wait_{kind}"] = round(st.get(f"wait_{kind}", 0.0) + t1 - t0, 3)
+            n, waited = judge.detail.setdefault("waits", {}).get(f"{kind}:{caller}", (0, 0.0))
+            judge.detail["waits"][f"{kind}:{caller}"] = [n + 1, round(waited + t1 - t0, 3)]
             try:
                 yield
             finally:

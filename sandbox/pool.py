@@ -375,11 +375,13 @@ class EvaluatorPool(FirstGroups):
         out_r, out_w = os.pipe()
         ctrl_r, ctrl_w = os.pipe()
         res_r, res_w = os.pipe()
+        marks = [time.monotonic()]   # the evaluation's wall time outside the judge's stages (detail["pool_s"])
         try:
             procs = await self._spawn_all(workdir, cands, extra, request, out_w, ctrl_r, res_w)
         finally:
             for fd in (ctrl_r, out_w, res_w):
                 os.close(fd)
+        marks.append(time.monotonic())
         # each process's exit, awaited once (the fork server answers one wait per pid)
         exits = [asyncio.ensure_future(p.wait()) for p in procs]
         oom_kills = deaths.oom_kills()
@@ -414,8 +416,11 @@ class EvaluatorPool(FirstGroups):
                 if uid_i is not None:
                     kill_strays(procs[i].pid, uid_i)
             os.close(ctrl_w)
+        marks.append(time.monotonic())
         rc = await exits[-1]
+        marks.append(time.monotonic())
         _, late = await asyncio.wait(exits[:-1], timeout=5)
+        marks.append(time.monotonic())
         for w in late:
             w.cancel()
         runner_rcs = [None if w in late or w.exception() else w.result() for w in exits[:-1]]
@@ -430,6 +435,7 @@ class EvaluatorPool(FirstGroups):
         except asyncio.TimeoutError:
             drainer.cancel()
         shutil.rmtree(workdir, ignore_errors=True)
+        marks.append(time.monotonic())
         output = captured.decode(errors="replace") + (f"\n[... {dropped} more bytes dropped]" if dropped else "")
         if result is None and killed_outside:
             result = EvalResult.failure(Status.harness_error, killed_outside, stage="worker",
@@ -445,6 +451,10 @@ class EvaluatorPool(FirstGroups):
         result.wall_s = time.monotonic() - t0
         result.detail["output"] = output[-8000:]
         result.detail["lease_wait_s"] = round(lease_wait, 3)
+        # workspace and processes started, the judge's whole run (to its result, its kills), the judge's exit,
+        # the runners' exits, the output drained and the workspace removed
+        result.detail["pool_s"] = {k: round(b - a, 3) for k, a, b in zip(
+            ("start", "judge", "judge_exit", "runners_exit", "cleanup"), [t0, *marks[1:]], marks[1:])}
         result.detail["candidate_user"] = uid   # None: the candidate's runner kept the pool's user
         return result
 

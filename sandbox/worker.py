@@ -15,6 +15,7 @@ import os
 import secrets
 import socket
 import sys
+import time
 import traceback
 
 
@@ -35,6 +36,13 @@ def main(result_fd: int | None = None, runner_fds: list[int] | None = None) -> N
         out.flush()
 
     request = json.loads(control.readline())
+    t0 = time.perf_counter()
+    start_s: dict[str, float] = {}   # the judge's own start, before the harness's clock (detail["judge_start_s"])
+
+    def lap(name: str) -> None:
+        nonlocal t0
+        start_s[name] = round(time.perf_counter() - t0, 3)
+        t0 = time.perf_counter()
     if request["mode"] == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"   # before triton defines any kernel
 
@@ -69,11 +77,15 @@ def main(result_fd: int | None = None, runner_fds: list[int] | None = None) -> N
             raise RuntimeError(f"no {role} runner was started for this evaluation")
 
         torch.set_num_threads(1)
+        lap("imports")
         if request["mode"] == "cuda":
             torch.cuda.set_per_process_memory_fraction(0.95, 0)
+        lap("cuda_init")
         problem = load_problem(request["problem"])
+        lap("problem")
         if request["mode"] == "cuda":   # one evaluation, then exit: its imports frozen out of every collection (on
             prime(freeze=True)          # the CPU the judge primes where it needs to: rejected candidates never do)
+        lap("prime")
         device_name = torch.cuda.get_device_name(0) if request["mode"] == "cuda" else None
         group = request.get("group")   # a group (judge/group.py): its results in the first one's detail
         paths = [g["candidate_path"] for g in group] if group else [request["candidate_path"]]
@@ -94,6 +106,7 @@ def main(result_fd: int | None = None, runner_fds: list[int] | None = None) -> N
                               seed=secrets.randbits(48), spawn=spawn, candidate_path=paths[0], lease=lease,
                               device_name=device_name, candidate_user=request.get("candidate_user"))
             payload = json.loads(result.to_json())
+        payload.setdefault("detail", {})["judge_start_s"] = start_s
     except BaseException as err:  # noqa: BLE001 - a judge failure is a result too, never silence
         try:   # out of memory outside the stages (loading the problem): the harness's, not the candidate's
             from kernelsearch.judge.memory import is_out_of_memory

@@ -249,6 +249,10 @@ def main() -> int:
     held = sum(b - a for _, a, b in pool.lease_log)
     _say(f"  the GPU held exclusively (timing loops, stability checks) {held:.1f} s of the {wall:.1f} s "
          f"({held / wall:.0%}), {held / max(len(results), 1):.2f} s an evaluation")
+    timing_held = sum(b - a for _, a, b in getattr(pool, "timing_log", []))
+    _say(f"  the device's one timing stage held {timing_held:.1f} s of the {wall:.1f} s ({timing_held / wall:.0%}), "
+         f"{timing_held / max(len(results), 1):.2f} s an evaluation: at most "
+         f"{60 * len(results) / max(timing_held, 1e-9):.0f} evaluations a minute while the stage is the same")
     rows.append(("mean s per evaluation, by stage", _stage_means(results).split(": ", 1)[1], ""))
     rows.append(("GPU held exclusively / wall", f"{held:.1f} / {wall:.1f} s", ""))
     rows.append((f"evaluations / minute (1 GPU, all stages, concurrency {conc}, fork server {args.fork_server}"

@@ -79,21 +79,25 @@ class Conversation:
                                    f"outputs; the reference returns {self.mem.out_bytes / 2**20:,.1f} MiB", stage=stage)
         return own(value)
 
-    def build(self, case: Case, seed: int, stage: str, runners: list[tuple[RunnerClient, str]]) -> torch.nn.Module:
+    def build(self, case: Case, seed: int, stage: str, runners: list[tuple[RunnerClient, str]], *,
+              warm_slot: int | None = None) -> torch.nn.Module:
         """The reference model here (trusted), built once, and each runner's model (`name` eager, or compile for
-        torch.compile's) with the same init and the same weights."""
+        torch.compile's) with the same init and the same weights. `warm_slot`: for the warm-up (judge/runner.py
+        `warm`), whose runner keeps the model for that slot; the reference here stays on the host (unused)."""
         init = self.problem.build_init_inputs(case)
         init_seed = derive_seed(seed, "init")
         torch.manual_seed(init_seed)
         ref = self.problem.module.Model(*init)
         state = ref.state_dict() if isinstance(ref, torch.nn.Module) else {}
-        ref = ref.to(self.device)
         dtype = case.dtype if self.problem.builtin and case.dtype in DTYPES else None
-        if dtype:
-            ref = ref.to(DTYPES[dtype])
+        if warm_slot is None:
+            ref = ref.to(self.device)
+            if dtype:
+                ref = ref.to(DTYPES[dtype])
         bufs: list = []
         header = {"op": "build", "init": wire.encode(list(init), bufs), "dtype": dtype, "seed": init_seed,
-                  "state": {k: wire.encode(v, bufs) for k, v in state.items()}}
+                  "state": {k: wire.encode(v, bufs) for k, v in state.items()},
+                  **({"warm_slot": int(warm_slot)} if warm_slot is not None else {})}
         for r, name in runners:
             self.ask(r, {**header, "name": name}, "ModelNew(...)", stage, bufs)
         return ref

@@ -55,6 +55,11 @@ from kernelsearch.judge.waits import counted
 STABILITY_SHARED_BYTES = 1 << 30   # a case's inputs up to this size are checked for stability beside other checks
 # the warm-up's own device work under a shared lease; "0": outside any, as before 2026-12-06 (for an A/B device call)
 WARM_LEASE = os.environ.get("KS_CLOCK_WARM_LEASE", "1") != "0"
+# Consecutive correctness trials share one shared hold while their cases' bytes together stay under this (a family's
+# byte count of a case, judge/problem.py bytes_moved; a case of unknown size holds alone). A shared hold waits while
+# any evaluation's timing stage runs (sandbox/admission.py: its drain), so each hold taken is a wait: a trial a hold,
+# a family's 8-9 cases x 2 trials were 16-18 of them an evaluation. "0": a hold a trial, as before 2026-12-07.
+HOLD_BYTES = int(float(os.environ.get("KS_CLOCK_HOLD_MB", "64")) * 2**20)
 
 
 def _same(a: list, b: list) -> bool:
@@ -164,8 +169,7 @@ class Judge(OffRangeChecks):
             cases = [self.problem.timed_case if self.mode == "cuda" else self.problem.cpu_timed_case()]
         if self.mode == "cuda" and self.language == "triton":
             self._warm(cases)
-        for case in cases:
-            self._check_case(case)   # a shared lease a trial: a timing waiting for the device waits for one trial
+        self._check_cases(cases)
         if self.s.retime:
             return
         if not self.problem.builtin:   # a family draws signed inputs of its own; a problem file draws torch.rand
@@ -204,28 +208,65 @@ class Judge(OffRangeChecks):
         beside another evaluation's timing loop."""
         t0 = time.perf_counter()
         notes, counts = [], {"kernels": 0, "failed": 0, "wait_s": 0.0}
-        for i, case in enumerate(cases):
-            seed = derive_seed(self.secret, case.name, "warm")
-            with self.lease("shared") if WARM_LEASE else contextlib.nullcontext():
-                self.mem.doing = f"the warm-up's model and inputs of {case.describe()}"
-                self.talk.build(case, seed, "correctness", [(self.cand, "eager")])   # a case's model can differ
-                self.talk.put(self.cand, 0, self.problem.build_inputs(case, seed, self.device), "correctness")
-            reply, _ = self.talk.ask(self.cand, {"op": "warm", "slot": 0, "last": i == len(cases) - 1},
-                                     "compiling its kernels", "correctness")
-            for k in counts:   # advisory figures of the runner's warm-up compiles (the last case's reply)
-                if isinstance(reply.get(k), (int, float)) and not isinstance(reply.get(k), bool):
-                    counts[k] += reply[k]
-            if not reply.get("warm"):
-                notes.append(f"{case.name}: {str(reply.get('why'))[:80]}")
-                break   # an autotuned kernel or a forward that needs its outputs: the calls compile the rest
+        # small cases' models and inputs made in one hold (case i's in slot i, its model kept for that slot), then
+        # their compiles outside it: a hold a case was 8-9 holds, each a wait behind any timing stage running
+        for group in self._grouped(list(enumerate(cases)), lambda u: self._case_size(u[1])):
+            with self.lease("shared", "_warm") if WARM_LEASE else contextlib.nullcontext():
+                for i, case in group:
+                    seed = derive_seed(self.secret, case.name, "warm")
+                    self.mem.doing = f"the warm-up's model and inputs of {case.describe()}"
+                    self.talk.build(case, seed, "correctness", [(self.cand, "eager")], warm_slot=i)
+                    self.talk.put(self.cand, i, self.problem.build_inputs(case, seed, self.device), "correctness")
+            for i, case in group:
+                reply, _ = self.talk.ask(self.cand, {"op": "warm", "slot": i, "last": i == len(cases) - 1},
+                                         "compiling its kernels", "correctness")
+                for k in counts:   # advisory figures of the runner's warm-up compiles (the last case's reply)
+                    if isinstance(reply.get(k), (int, float)) and not isinstance(reply.get(k), bool):
+                        counts[k] += reply[k]
+                if not reply.get("warm"):
+                    notes.append(f"{case.name}: {str(reply.get('why'))[:80]}")
+                    break   # an autotuned kernel or a forward that needs its outputs: the calls compile the rest
+            if notes:
+                break
         self.detail["warm"] = {"s": round(time.perf_counter() - t0, 3), "stopped": notes or None, **counts}
         self._add_s("warm", t0)
 
-    def _check_case(self, case: Case) -> None:
-        atol, rtol = self.problem.tolerance(case)
-        for trial in range(self.s.trials):
-            with self.lease("shared"):
-                self._check_trial(case, trial, atol, rtol)
+    def _check_cases(self, cases: list[Case]) -> None:
+        """Every case's trials, small ones together under one shared hold (`_grouped`), a large case a hold a trial:
+        a timing waiting for the device waits for one trial of a large case, or for a few small cases."""
+        units = [(case, trial) for case in cases for trial in range(self.s.trials)]
+        for group in self._grouped(units, lambda u: self._case_size(u[0])):
+            with self.lease("shared", "_check_cases"):
+                for case, trial in group:
+                    self._check_trial(case, trial, *self.problem.tolerance(case))
+
+    def _case_size(self, case: Case) -> int | None:
+        """A case's bytes moved, as its family counts them (None where it cannot say: a problem file's)."""
+        if self.problem.bytes_moved is None:
+            return None
+        try:
+            return int(self.problem.bytes_moved(case))
+        except Exception:   # noqa: BLE001 - a count that cannot be made: the case holds alone
+            return None
+
+    @staticmethod
+    def _grouped(items: list, size_of: Callable[[object], int | None]) -> list[list]:
+        """`items` in order, cut into the groups that share one shared hold: consecutive items while their sizes
+        together stay within HOLD_BYTES; one whose size is unknown or over it is a group of its own."""
+        groups: list[list] = []
+        total = None   # the last group's bytes, or None where it takes no more
+        for item in items:
+            size = size_of(item)
+            if size is None or size > HOLD_BYTES:
+                groups.append([item])
+                total = None
+            elif total is not None and total + size <= HOLD_BYTES:
+                groups[-1].append(item)
+                total += size
+            else:
+                groups.append([item])
+                total = size
+        return groups
 
     def _check_trial(self, case: Case, trial: int, atol: float, rtol: float) -> None:
         """One trial of a case: fresh inputs from the trial's seed, the candidate's call, the reference, the compare."""

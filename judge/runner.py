@@ -136,6 +136,7 @@ class Runner:
         self.source = ""
         self.model = None
         self.slots: dict[int, list] = {}
+        self.warm_models: dict[int, object] = {}   # the warm-up's model of each slot (op_build `warm_slot`)
         self.kept: list = []
         self.ipc = None
         self.graph = None
@@ -233,6 +234,8 @@ class Runner:
         if req.get("name") == "compile":
             model = torch.compile(model)
         self.model = model
+        if req.get("warm_slot") is not None:   # the warm-up's: this model for that slot's forward (op_warm)
+            self.warm_models[int(req["warm_slot"])] = model
         self.kept = []
         self.graph = None
         return {"ok": True}
@@ -323,22 +326,24 @@ class Runner:
         outputs that were never computed may fail, and an autotuned kernel stops it; the first real call compiles
         what is left. The judge reads nothing from it but its wall time and counts.
 
-        The judge warms one case after another (`last`: false until the last). Each case's forward submits its
-        kernels' compiles through Triton's AsyncCompileMode, each compile building the kernel's launcher too: with
-        KS_CLOCK_WARM_THREADS > 1 to that many threads (the compiler and ptxas leave the GIL), the last case waiting
-        for them all; with 1, the default, each at once in this thread."""
+        The judge warms one case after another (`last`: false until the last), each in a slot of its own with the
+        model built for it (op_build `warm_slot`: small cases' models and inputs made in one hold). Each case's
+        forward submits its kernels' compiles through Triton's AsyncCompileMode, each compile building the kernel's
+        launcher too: with KS_CLOCK_WARM_THREADS > 1 to that many threads (the compiler and ptxas leave the GIL), the
+        last case waiting for them all; with 1, the default, each at once in this thread."""
         from kernelsearch.judge.anticheat import LaunchCounter
         from kernelsearch.judge.problem import load_source_module
 
         if self.launches is None or self.device != "cuda":
             return {"warm": False, "why": "no Triton on a GPU here"}
         inputs = self.slots[int(req["slot"])]
+        model = self.warm_models.get(int(req["slot"]), self.model)
         t0 = time.perf_counter()
         self._compiles_open()
         self.launches.compile_only = True
         try:
             with torch.no_grad():
-                self.model(*inputs)
+                model(*inputs)
             why = None
         except LaunchCounter.Autotuned:
             why = "autotuned kernel"
@@ -352,7 +357,10 @@ class Runner:
         kernels, failed, wait_s = self._compiles_close()
         # A fresh copy of the module, so no state of the warm-up (a table cached from outputs never computed, a flag)
         # reaches a real call; its kernels compile again from the on-disk cache the warm-up filled (milliseconds).
-        self.model, self.kept, self.graph = None, [], None
+        # the warm-up's models and slots dropped (their blocks stay in this process's cache: op_release says why)
+        self.model, self.kept, self.graph, self.warm_models = None, [], None, {}
+        self.slots.clear()
+        del model, inputs
         self.warmed += 1
         self.module_name = f"ks_candidate_{os.getpid()}_{self.warmed}"
         try:

@@ -14,9 +14,9 @@ def counted(lease: Callable[[str], ContextManager], judge) -> Callable[[str], Co
     device waits, at worst, for another evaluation's longest hold. `detail["waits"]` splits the waits by the step that
     asked (`kind:step` -> [leases taken, seconds waited]): which step's leases an evaluation queues behind."""
     @contextlib.contextmanager
-    def counted_lease(kind: str):
+    def counted_lease(kind: str, step: str | None = None):
         t0 = time.perf_counter()
-        caller = sys._getframe(2).f_code.co_name   # the judge's step that asked (here <- __enter__ <- it)
+        caller = step or sys._getframe(2).f_code.co_name   # the judge's step that asked (here <- __enter__ <- it)
         with lease(kind):
             st = judge.detail.setdefault("stage_s", {})
             t1 = time.perf_counter()

@@ -99,6 +99,7 @@ class EvaluatorPool(FirstGroups):
                     self._gates[g] = MemoryGate(capacity)
         # (gpu, start, end) of each exclusive hold: the timings (and, on a GPU, the stability checks)
         self.lease_log: list[tuple[int, float, float]] = []
+        self.timing_log: list[tuple[int, float, float]] = []   # the `timing` holds (a device's one timing stage)
         interp = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""} if settings.mode == "cpu" else {}
         # on the CPU the priming (1 s a fork server) is left to each judge: tests start many pools
         self._zygote = Zygote(interp, prime=settings.mode == "cuda") if settings.evaluation.fork_server else None
@@ -317,7 +318,7 @@ class EvaluatorPool(FirstGroups):
         leases). Time waiting for a lease is not charged to the candidate's timeout."""
         timeout_s = self.s.evaluation.timeout_s * size   # a group of `size`: each checked, all timed
         held: list[str] = []   # the kinds of lease the judge holds now (`timing` around `shared` or `exclusive`)
-        lease_t0 = lease_wait = spent = 0.0
+        lease_t0 = timing_t0 = lease_wait = spent = 0.0
         mark = time.monotonic()
 
         def release(kind: str | None = None) -> None:
@@ -328,6 +329,8 @@ class EvaluatorPool(FirstGroups):
             self._leases[gpu].release(kind)
             if kind == "exclusive":
                 self.lease_log.append((gpu, lease_t0, time.monotonic()))
+            elif kind == "timing":
+                self.timing_log.append((gpu, timing_t0, time.monotonic()))
         try:
             while True:
                 remaining = timeout_s - spent - (time.monotonic() - mark)
@@ -349,6 +352,8 @@ class EvaluatorPool(FirstGroups):
                     lease_wait += now - asked
                     if kind == "exclusive":
                         lease_t0 = now
+                    elif kind == "timing":
+                        timing_t0 = now
                     mark = now
                     os.write(ctrl_w, b"grant\n")
                 elif msg["type"] == "lease_release" and held:

@@ -57,11 +57,18 @@ def test_an_autotuned_kernel_stops_the_warm_up(counter):
         assert "driver" in str(err)
 
 
-def test_the_judges_own_device_work_for_the_warm_up_is_under_a_shared_lease(tmp_path):
+@pytest.mark.parametrize("hold_mb", [64, 0])
+def test_the_judges_own_device_work_for_the_warm_up_is_under_a_shared_lease(tmp_path, monkeypatch, hold_mb):
     """Judge._warm (GPU only in an evaluation; called here directly on the CPU): the models and inputs it hands the
     candidate (weights moved, inputs drawn and written: the judge's GPU work) under a shared lease, and the warm-up
-    itself (the candidate's compiles, seconds) under none."""
+    itself (the candidate's compiles, seconds) under none. Each case in a slot of its own with its model; small
+    cases' models and inputs made in one hold (HOLD_BYTES), or a hold a case where it is 0."""
     import contextlib
+
+    from kernelsearch.judge import harness
+
+    monkeypatch.setattr(harness, "HOLD_BYTES", hold_mb * 2**20)
+    holds = []
 
     from kernelsearch.families import load_problem
     from kernelsearch.families.softmax import STARTER
@@ -72,10 +79,12 @@ def test_the_judges_own_device_work_for_the_warm_up_is_under_a_shared_lease(tmp_
     held: list[str] = []
     log: list[tuple[str, tuple]] = []
     lasts: list = []
+    slots: list = []
 
     @contextlib.contextmanager
     def lease(kind):
         held.append(kind)
+        holds.append(kind)
         try:
             yield
         finally:
@@ -86,6 +95,7 @@ def test_the_judges_own_device_work_for_the_warm_up_is_under_a_shared_lease(tmp_
         ask = r.request
         def request(header, buffers=None):
             log.append((header.get("op"), tuple(held)))
+            slots.append((header.get("op"), header.get("warm_slot", header.get("slot"))))
             if header.get("op") == "warm":   # the GPU's reply (a CPU runner has no Triton to compile: warm false)
                 lasts.append(header.get("last"))
                 return {"warm": True, "kernels": 2, "failed": 0, "wait_s": 0.25}, []
@@ -101,6 +111,8 @@ def test_the_judges_own_device_work_for_the_warm_up_is_under_a_shared_lease(tmp_
     try:
         judge.compile()
         log.clear()
+        slots.clear()
+        holds.clear()
         judge._warm(problem.cases_for("cpu")[:2])
         warm = judge.detail["warm"]
     finally:
@@ -111,6 +123,13 @@ def test_the_judges_own_device_work_for_the_warm_up_is_under_a_shared_lease(tmp_
     # one warm a case, the last one marked: the runner waits for every case's compiles there, not after each case
     assert lasts == [False, True], lasts
     assert (warm["kernels"], warm["wait_s"], warm["stopped"]) == (4, 0.5, None), warm
+    # case i's model and inputs in slot i, its warm on slot i; both cases' made in one hold unless HOLD_BYTES is 0
+    if hold_mb:
+        assert slots == [("build", 0), ("inputs", 0), ("build", 1), ("inputs", 1), ("warm", 0), ("warm", 1)], slots
+        assert holds == ["shared"], holds
+    else:
+        assert slots == [("build", 0), ("inputs", 0), ("warm", 0), ("build", 1), ("inputs", 1), ("warm", 1)], slots
+        assert holds == ["shared", "shared"], holds
 
 
 def test_a_warm_up_left_open_is_finished_before_any_other_op(monkeypatch):

@@ -116,6 +116,33 @@ def _wait_means(results: list[dict]) -> str:
         f"{k} {c / n:.1f}/{s / n:.2f}" for k, (c, s) in sorted(sums.items(), key=lambda kv: -kv[1][1]))
 
 
+def _save(path: str | None, labelled: list[tuple[str, dict]]) -> None:
+    """Append each result (its output left out) as a JSON line to `path`."""
+    if not path:
+        return
+    with open(path, "a") as f:
+        for label, r in labelled:
+            d = dict(r)
+            d["detail"] = {k: v for k, v in (r.get("detail") or {}).items() if k != "output"}
+            f.write(json.dumps({"label": label, **d}, default=str) + "\n")
+
+
+def _device_line(plan: dict) -> str:
+    """Per call (us), the fastest half's median of each side's per-batch CUDA-event time and the candidate's wall
+    time: whether two evaluations of one kernel differ on the device or on the host (the candidate's events are its
+    own word: read here, never charged)."""
+    from kernelsearch.judge.charges import low
+
+    raw, n = plan.get("batches_ms") or {}, plan.get("calls_per_batch") or 0
+    out = []
+    for side, what in (("candidate", "events_ms"), ("eager", "events_ms"), ("candidate", "wall_ms"),
+                       ("eager", "wall_ms")):
+        v = [x for x in (raw.get(side) or {}).get(what) or [] if isinstance(x, (int, float))]
+        if v and n:
+            out.append(f"{side} {what[:-3]} {low(v) * 1000 / n:.1f}")
+    return "; per call, us: " + ", ".join(out) if out else ""
+
+
 def _dict_means(results: list[dict], key: str) -> str:
     """Means over the evaluations of each figure in detail[key] (a dict of seconds)."""
     sums: dict[str, float] = {}
@@ -171,6 +198,10 @@ def main() -> int:
     ap.add_argument("--fork-server", choices=["on", "off"], default="on",
                     help="workers forked from a torch-loaded parent (on) or a fresh interpreter each (off)")
     ap.add_argument("--compare-compile", action="store_true", help="also time torch.compile(reference)")
+    ap.add_argument("--repeats", type=int, default=int(os.environ.get("KS_BENCH_REPEATS", "2")),
+                    help="evaluations of each starter one after another, alone on the device (the repeat spread)")
+    ap.add_argument("--save", default=os.environ.get("KS_BENCH_SAVE"),
+                    help="write every evaluation's result (JSON lines, output left out) to this file")
     ap.add_argument("--dry-run", action="store_true", help="CPU interpreter, 2 candidates, no do_bench")
     ap.add_argument("--deadline", type=float, default=330.0, help="watchdog: exit after this many seconds")
     ap.add_argument("--group-first", type=int, default=int(os.environ.get("KS_GROUP_FIRST", "1")),
@@ -222,6 +253,7 @@ def main() -> int:
     results = loop.run_until_complete(_batch(pool, items)) if items else []
     wall = time.monotonic() - t0
     per_min = len(results) / wall * 60 if wall > 0 else 0.0
+    _save(args.save, [(label, r) for (label, _, _), r in zip(items, results)])
     by_status: dict[str, int] = {}
     for (label, _, _), r in zip(items, results):
         by_status[r.get("status", "?")] = by_status.get(r.get("status", "?"), 0) + 1
@@ -265,7 +297,8 @@ def main() -> int:
         _say(f"\n[2] {fam} starter timed in two evaluations")
         # one after the other: a concurrent candidate's correctness stage would share the GPU with the timing
         pair = [loop.run_until_complete(_batch(pool, [(f"{fam} starter, evaluation {i + 1}", fam, src)]))[0]
-                for i in range(2)]
+                for i in range(max(args.repeats, 2))]
+        _save(args.save, [(f"{fam} repeat {i + 1}", r) for i, r in enumerate(pair)])
         times = [_time_of(r) for r in pair]
         for i, r in enumerate(pair):   # what the clock charged in each: why two evaluations of one kernel differ
             plan = (r.get("detail") or {}).get("timing_plan") or {}
@@ -273,12 +306,13 @@ def main() -> int:
             _say(f"    evaluation {i + 1} clock: " + ", ".join(
                 f"{k} {plan.get(k)}" for k in ("calls_per_batch", "fixed_ms", "overhead_ms", "cand_overhead_ms",
                                                "charged_overhead_ms", "side_step_charge_ms"))
-                 + (f", candidate batches {tim.get('batches')} spread {tim.get('spread')}" if tim else ""))
+                 + (f", candidate batches {tim.get('batches')} spread {tim.get('spread')}" if tim else "")
+                 + _device_line(plan))
         ours = None
         if all(t is not None for t in times):
-            spread = abs(times[0] - times[1]) / min(times) * 100
+            spread = (max(times) - min(times)) / min(times) * 100
             ours = statistics.median(times)
-            rows.append((f"{fam}: repeat spread of medians", f"{spread:.2f} %", "<= 1 %"))
+            rows.append((f"{fam}: repeat spread of medians, {len(times)} evaluations", f"{spread:.2f} %", "<= 1 %"))
             if under_load.get(fam):
                 amid = f"{(under_load[fam] / ours - 1) * 100:+.2f} %"
                 rows.append((f"{fam}: starter timed amid the batch vs alone", amid, "(for the note)"))

@@ -12,8 +12,8 @@ i=0
 for s in "${SETS[@]}"; do
   echo "=== [$i] settings: ${s:-defaults}"
   env KS_BENCH_CONCURRENCY=8 ${s:-KS_DEFAULTS=1} timeout "${HARNESS_S:-170}" python3 bench/bench_harness.py --per-family "${PER_FAMILY:-8}" \
-    --deadline "$(( ${HARNESS_S:-170} - 10 ))" > "$OUT/harness_$i.txt" 2>&1
-  grep -E "evaluations in|mean s per evaluation|warm-up:|lease waits by step|pool.s part|judge.s start|built once|GPU held|one timing stage|repeat spread|cudagraph|WATCHDOG" "$OUT/harness_$i.txt" \
+    --deadline "$(( ${HARNESS_S:-170} - 10 ))" --save "$OUT/harness_$i.jsonl" > "$OUT/harness_$i.txt" 2>&1
+  grep -E "evaluations in|mean s per evaluation|warm-up:|lease waits by step|pool.s part|judge.s start|built once|GPU held|one timing stage|repeat spread|cudagraph|WATCHDOG| clock: " "$OUT/harness_$i.txt" \
     | cut -c1-900
   i=$((i + 1))
 done

@@ -57,6 +57,9 @@ MIN_CALLS = TIMING_MIN_CALLS
 MIN_BATCHES, MAX_BATCHES = (int(v) for v in os.environ.get("KS_CLOCK_BATCHES", "4:12").split(":"))
 TARGET_SPREAD = float(os.environ.get("KS_CLOCK_TARGET_SPREAD", "0.02"))
 FIXED_COST_SAMPLES = 7
+# KS_CLOCK_SPIN_US (runner.py SPIN_S): with it, the runners poll for the clock's next step after each timed one, and the
+# judge polls for the timed steps' replies (up to JUDGE_SPIN_S, then blocks): neither's scheduler wake-up on the clock
+JUDGE_SPIN_S = 0.05 if float(os.environ.get("KS_CLOCK_SPIN_US", "0") or 0) > 0 else 0.0
 PROBE_MS = 0.1                 # the quiet-device probe: a sleep kernel this long at the device's highest clock
 # a probe whose host wall time (launch to end) is over PROBE_SLACK x its length and 0.05 ms more shared the device.
 # H100, 40 probes of 0.1 ms: idle median 0.115 ms; beside a process spinning sleep kernels 0.265-0.323 ms (the
@@ -215,6 +218,9 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
         # beyond its (untrusted) events, or None
         side_steps: dict[str, list[float]] = {c: [] for c in cands}
         steps: dict[str, list] = {"pings_ms": [], "describes_ms": []}   # per batch, per side (the plan: why it moved)
+        # per side, per batch: its wall time on the judge's clock and its CUDA-event time (a candidate's: its own
+        # word, kept only to tell, between two evaluations of one kernel, the device's time from the host's)
+        raw: dict[str, dict[str, list]] = {k: {"wall_ms": [], "events_ms": []} for k in sides}
         cand_walls: dict[str, list[float]] = {c: [] for c in cands}
         cand_owns: dict[str, list[float | None]] = {c: [] for c in cands}
         # The whole loop holds the device alone, one exclusive lease (per batch, the refills and checks shared: on an
@@ -240,6 +246,10 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                 clock, events, pings, cand_out, eager_outs = _timed_batch(talk, sides, b, n)
                 laps["batches"] += time.perf_counter() - t_lap
                 steps["pings_ms"].append({k: round(v * 1e3, 4) for k, v in pings.items()})
+                for name, (t_batch, _) in clock.items():
+                    ev_r = events.get(name)
+                    raw[name]["wall_ms"].append(round(t_batch * 1e3, 4))
+                    raw[name]["events_ms"].append(round(ev_r, 4) if isinstance(ev_r, (int, float)) else None)
                 steps["describes_ms"].append({k: round(v[1] * 1e3, 4) for k, v in clock.items()})
                 # the reference's runners are trusted: their wall time beyond their CUDA-event time is recorded
                 ev = events.get("eager")
@@ -280,6 +290,7 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
             r.close()
     del views
     plan.update(steps)
+    plan["batches_ms"] = raw
     med = {k: charges.low(v) for k, v in per_call.items() if not _is_cand(k)}   # every side by the same estimator
     compile_ms = med.get("compile")
 
@@ -346,16 +357,16 @@ def _timed_batch(talk: Conversation, sides: dict, b: int, n: int):
         if _is_cand(name) or FREEZE_REFS:
             r.thaw()
         tp = time.perf_counter()
-        talk.ask(r, {"op": "ping"}, "a ping", "timing")
+        talk.ask(r, {"op": "ping"}, "a ping", "timing", spin_s=JUDGE_SPIN_S)
         t0 = time.perf_counter()
         pings[name] = t0 - tp
         done, _ = talk.ask(r, {"op": "batch", "slots": list(range(n)), "n": n, "events": True},
-                           "a timed batch", "timing")
+                           "a timed batch", "timing", spin_s=JUDGE_SPIN_S)
         t1 = time.perf_counter()
         events[name] = done.get("event_ms")   # the candidate's is its word: it can only lower its credit (above)
         if _is_cand(name):
             talk.advisories(done, "a timed batch", "timing")
-        reply, bufs = talk.ask(r, {"op": "describe"}, "describing a timed batch", "timing")
+        reply, bufs = talk.ask(r, {"op": "describe"}, "describing a timed batch", "timing", spin_s=JUDGE_SPIN_S)
         t2 = time.perf_counter()
         if _is_cand(name):
             r.freeze()   # nothing runs in the candidate's process until its outputs are read

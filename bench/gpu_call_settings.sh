@@ -3,10 +3,10 @@
 # (issue 30: the judge's priming and the early drain, each against the old way). SETTINGS is a list of env
 # assignments separated by ';' (an empty entry: the defaults; KS_BENCH_CONCURRENCY=16 in one: that many evaluations at
 # once, 8 otherwise); each run's full output is kept under $OUT.
-#   . bench/device_env.sh; SETTINGS=";KS_CLOCK_PRIME=0 KS_CLOCK_EARLY_DRAIN=0" bash bench/gpu_call_settings.sh
+#   . bench/device_env.sh; SETTINGS=";KS_CLOCK_HOLD_MB=0" bash bench/gpu_call_settings.sh
 set -u
 SETS=()   # split on ';', keeping empty entries (read -a drops a trailing one: "A;" ran A only)
-rest="${SETTINGS:-;KS_CLOCK_PRIME=0 KS_CLOCK_EARLY_DRAIN=0};"
+rest="${SETTINGS:-;KS_CLOCK_HOLD_MB=0};"
 while [[ $rest == *";"* ]]; do SETS+=("${rest%%;*}"); rest="${rest#*;}"; done
 i=0
 for s in "${SETS[@]}"; do

@@ -21,10 +21,9 @@ GRAPH_LAUNCH_CAP = 0.5e-3      # s: the most a batch's graph launch and wake-up 
 # charged twice. (Each batch's side steps clipped at 0 and added was tried first: on an H100 whose pings and
 # describes varied by +-0.3 ms a batch, the clipped noise alone added 6 % to rmsnorm's 2.4 ms batches.)
 SIDE_CHARGE = os.environ.get("KS_CLOCK_SIDE_CHARGE", "batch")
-# The candidate's batch credit. "batch": each batch credited its own overhead (its wall time beyond its own events),
-# at most the reference's (batch_times), so a batch's host jitter leaves with it. "low": one credit for every batch,
-# the fastest half of its overheads (before 2026-12-06: a batch slowed by the host read slower by all of it).
-CREDIT = os.environ.get("KS_CLOCK_CREDIT", "batch")
+# The candidate's batch credit: each batch credited its own overhead (its wall time beyond its own events), at most
+# the reference's (batch_times), so a batch's host jitter leaves with it. (One credit for every batch, the fastest half
+# of its overheads, before 2026-12-06: a batch slowed by the host read slower by all of it.)
 
 
 def low(v: list[float]) -> float:
@@ -60,7 +59,7 @@ def batch_credit(ref_overheads: list[float], cand_overheads: list[float], fixed:
 
 def batch_times(walls: list[float], owns: list[float | None], ref_overheads: list[float], fixed: float,
                 n: int) -> list[float]:
-    """The candidate's per-call time (ms) in each batch (CREDIT "batch"): its wall time (s) less that batch's own
+    """The candidate's per-call time (ms) in each batch: its wall time (s) less that batch's own
     overhead (`owns`: wall beyond its own event time; None where its events were missing or impossible), at least
     `fixed` and at most what batch_credit allows on the reference's word. Its own word moves each batch's credit
     only within the bounds batch_credit gives the whole loop: a forged event gains at most the reference's

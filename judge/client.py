@@ -41,9 +41,7 @@ class RunnerClient:
         # bounds it): a group's candidate has its own, so one that hangs ends alone (judge/group.py)
         self.deadline: float | None = None
 
-    def request(self, header: dict, buffers: list | None = None, spin_s: float = 0.0) -> tuple[dict, list]:
-        """The runner's reply to `header`. `spin_s`: poll for the reply this long before blocking (a step the clock
-        times: woken by the scheduler, the judge would read the reply late by its wake-up, on the clock)."""
+    def request(self, header: dict, buffers: list | None = None) -> tuple[dict, list]:
         try:
             if self.deadline is not None:
                 left = self.deadline - time.monotonic()
@@ -53,8 +51,6 @@ class RunnerClient:
             else:
                 self.sock.settimeout(None)
             wire.send(self.sock, header, buffers or [])
-            if spin_s:
-                wire.poll_readable(self.sock, time.perf_counter() + spin_s)
             reply, bufs = wire.recv(self.sock, deadline=self.deadline)
         except TimeoutError:
             self.kill()

@@ -57,9 +57,6 @@ MIN_CALLS = TIMING_MIN_CALLS
 MIN_BATCHES, MAX_BATCHES = (int(v) for v in os.environ.get("KS_CLOCK_BATCHES", "4:12").split(":"))
 TARGET_SPREAD = float(os.environ.get("KS_CLOCK_TARGET_SPREAD", "0.02"))
 FIXED_COST_SAMPLES = 7
-# KS_CLOCK_SPIN_US (runner.py SPIN_S): with it, the runners poll for the clock's next step after each timed one, and the
-# judge polls for the timed steps' replies (up to JUDGE_SPIN_S, then blocks): neither's scheduler wake-up on the clock
-JUDGE_SPIN_S = 0.05 if float(os.environ.get("KS_CLOCK_SPIN_US", "0") or 0) > 0 else 0.0
 PROBE_MS = 0.1                 # the quiet-device probe: a sleep kernel this long at the device's highest clock
 # a probe whose host wall time (launch to end) is over PROBE_SLACK x its length and 0.05 ms more shared the device.
 # H100, 40 probes of 0.1 ms: idle median 0.115 ms; beside a process spinning sleep kernels 0.265-0.323 ms (the
@@ -72,7 +69,6 @@ PROBE_TRIES = 20               # re-probed every 50 ms before the device counts 
 # Every side's runner frozen (SIGSTOP) from the refill until just before its ping, as the candidate's always was, so
 # every side's ping includes the same wake-up; "0" freezes only the candidate's (before 2026-12-06).
 FREEZE_REFS = os.environ.get("KS_CLOCK_FREEZE_REFS", "1") != "0"
-GC_PAUSE = os.environ.get("KS_CLOCK_GC_PAUSE", "1") != "0"   # the judge's collector off through the timing loop
 # At each batch's start, before its inputs are written, the device waited for until quiet (at most PROBE_TRIES
 # probes, never a verdict; the plan's `busy_probes` counts those that read busy): other evaluations' work outside any
 # lease (a warm-up's allocations and fills, judge/harness.py `_warm`) would otherwise run inside a side's batch (one
@@ -246,10 +242,9 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                 clock, events, pings, cand_out, eager_outs = _timed_batch(talk, sides, b, n)
                 laps["batches"] += time.perf_counter() - t_lap
                 steps["pings_ms"].append({k: round(v * 1e3, 4) for k, v in pings.items()})
-                for name, (t_batch, _) in clock.items():
-                    ev_r = events.get(name)
+                for name, (t_batch, _) in clock.items():   # events: ms, as each runner replied
                     raw[name]["wall_ms"].append(round(t_batch * 1e3, 4))
-                    raw[name]["events_ms"].append(round(ev_r, 4) if isinstance(ev_r, (int, float)) else None)
+                    raw[name]["events_ms"].append(events.get(name))
                 steps["describes_ms"].append({k: round(v[1] * 1e3, 4) for k, v in clock.items()})
                 # the reference's runners are trusted: their wall time beyond their CUDA-event time is recorded
                 ev = events.get("eager")
@@ -262,7 +257,7 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                         ev_c = events.get(name)
                         valid = cuda and isinstance(ev_c, (int, float)) and 0.0 < ev_c / 1e3 <= t_batch
                         cand_owns[name].append(t_batch - ev_c / 1e3 if valid else None)
-                        if cuda and charges.CREDIT == "batch":   # the loop's stopping rule reads what will be reported
+                        if cuda:   # the loop's stopping rule reads what will be reported
                             per_call[name] = charges.batch_times(cand_walls[name], cand_owns[name], overheads, fixed,
                                                                  n)
                         else:
@@ -325,11 +320,8 @@ def _charge(per_call: dict, c: str, overheads: list, walls: list, owns: list, si
         if own is not None:
             plan["cand_overhead_ms"] = round(own * 1e3, 4)
         plan["charged_overhead_ms"] = round(charged * 1e3, 4)
-        plan["credit"], plan["side_charge"], plan["refs_frozen"] = charges.CREDIT, charges.SIDE_CHARGE, FREEZE_REFS
-        if charges.CREDIT == "batch":
-            per_call[c] = charges.batch_times(walls, owns, overheads, fixed, n)
-        else:
-            per_call[c] = [max(w - charged, 0.0) * 1e3 / n for w in walls]
+        plan["side_charge"], plan["refs_frozen"] = charges.SIDE_CHARGE, FREEZE_REFS
+        per_call[c] = charges.batch_times(walls, owns, overheads, fixed, n)
     # a ping or a describe that takes the candidate longer than the reference is charged: work done then (outputs
     # computed early or late) is on the clock (judge/charges.py says how)
     plan["side_steps_ms"] = [round(v * 1e3, 4) for v in side_steps]
@@ -357,16 +349,16 @@ def _timed_batch(talk: Conversation, sides: dict, b: int, n: int):
         if _is_cand(name) or FREEZE_REFS:
             r.thaw()
         tp = time.perf_counter()
-        talk.ask(r, {"op": "ping"}, "a ping", "timing", spin_s=JUDGE_SPIN_S)
+        talk.ask(r, {"op": "ping"}, "a ping", "timing")
         t0 = time.perf_counter()
         pings[name] = t0 - tp
         done, _ = talk.ask(r, {"op": "batch", "slots": list(range(n)), "n": n, "events": True},
-                           "a timed batch", "timing", spin_s=JUDGE_SPIN_S)
+                           "a timed batch", "timing")
         t1 = time.perf_counter()
         events[name] = done.get("event_ms")   # the candidate's is its word: it can only lower its credit (above)
         if _is_cand(name):
             talk.advisories(done, "a timed batch", "timing")
-        reply, bufs = talk.ask(r, {"op": "describe"}, "describing a timed batch", "timing", spin_s=JUDGE_SPIN_S)
+        reply, bufs = talk.ask(r, {"op": "describe"}, "describing a timed batch", "timing")
         t2 = time.perf_counter()
         if _is_cand(name):
             r.freeze()   # nothing runs in the candidate's process until its outputs are read
@@ -474,8 +466,7 @@ def _loop_guard(sides: dict):
     """Around the timing loop: the judge's collector paused (a full collection, 0.1 s, inside a batch's wall time is
     charged to its side), and the references' runners thawed however it ends (a frozen one keeps its context)."""
     collecting = gc.isenabled()
-    if GC_PAUSE:
-        gc.disable()
+    gc.disable()
     try:
         yield
     finally:

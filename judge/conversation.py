@@ -45,13 +45,11 @@ class Conversation:
                      "gpu_memory_fraction": self.settings.gpu_memory_fraction}, "setting up", "compile")
         return r
 
-    def ask(self, r: RunnerClient, header: dict, what: str, stage: str, buffers: list | None = None,
-            spin_s: float = 0.0):
+    def ask(self, r: RunnerClient, header: dict, what: str, stage: str, buffers: list | None = None):
         """The runner's reply to `header` and its buffers; a lost runner, a malformed reply or an error reply raises
-        `CandidateFailure` (`what` names the request in its reason, `stage` the stage). `spin_s`: the reply polled for
-        that long before blocking (RunnerClient.request)."""
+        `CandidateFailure` (`what` names the request in its reason, `stage` the stage)."""
         try:
-            reply, bufs = r.request(header, buffers, **({"spin_s": spin_s} if spin_s else {}))
+            reply, bufs = r.request(header, buffers)
         except RunnerTimedOut as err:
             raise CandidateFailure(Status.timeout, f"{what}: {err}", stage=stage) from None
         except RunnerLost as err:

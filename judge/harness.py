@@ -53,8 +53,6 @@ from kernelsearch.judge.status import CandidateFailure, Status
 from kernelsearch.judge.waits import counted
 
 STABILITY_SHARED_BYTES = 1 << 30   # a case's inputs up to this size are checked for stability beside other checks
-# the warm-up's own device work under a shared lease; "0": outside any, as before 2026-12-06 (for an A/B device call)
-WARM_LEASE = os.environ.get("KS_CLOCK_WARM_LEASE", "1") != "0"
 # Consecutive correctness trials share one shared hold while their cases' bytes together stay under this (a family's
 # byte count of a case, judge/problem.py bytes_moved; a case of unknown size holds alone). A shared hold waits while
 # any evaluation's timing stage runs (sandbox/admission.py: its drain), so each hold taken is a wait: a trial a hold,
@@ -211,7 +209,7 @@ class Judge(OffRangeChecks):
         # small cases' models and inputs made in one hold (case i's in slot i, its model kept for that slot), then
         # their compiles outside it: a hold a case was 8-9 holds, each a wait behind any timing stage running
         for group in self._grouped(list(enumerate(cases)), lambda u: self._case_size(u[1])):
-            with self.lease("shared", "_warm") if WARM_LEASE else contextlib.nullcontext():
+            with self.lease("shared", "_warm"):
                 for i, case in group:
                     seed = derive_seed(self.secret, case.name, "warm")
                     self.mem.doing = f"the warm-up's model and inputs of {case.describe()}"
@@ -220,9 +218,8 @@ class Judge(OffRangeChecks):
             for i, case in group:
                 reply, _ = self.talk.ask(self.cand, {"op": "warm", "slot": i, "last": i == len(cases) - 1},
                                          "compiling its kernels", "correctness")
-                for k in counts:   # advisory figures of the runner's warm-up compiles (the last case's reply)
-                    if isinstance(reply.get(k), (int, float)) and not isinstance(reply.get(k), bool):
-                        counts[k] += reply[k]
+                # advisory figures of the runner's warm-up compiles (the last case's reply has them)
+                counts.update({k: v for k in counts if type(v := reply.get(k)) in (int, float)})
                 if not reply.get("warm"):
                     notes.append(f"{case.name}: {str(reply.get('why'))[:80]}")
                     break   # an autotuned kernel or a forward that needs its outputs: the calls compile the rest
@@ -242,12 +239,7 @@ class Judge(OffRangeChecks):
 
     def _case_size(self, case: Case) -> int | None:
         """A case's bytes moved, as its family counts them (None where it cannot say: a problem file's)."""
-        if self.problem.bytes_moved is None:
-            return None
-        try:
-            return int(self.problem.bytes_moved(case))
-        except Exception:   # noqa: BLE001 - a count that cannot be made: the case holds alone
-            return None
+        return None if self.problem.bytes_moved is None else int(self.problem.bytes_moved(case))
 
     @staticmethod
     def _grouped(items: list, size_of: Callable[[object], int | None]) -> list[list]:

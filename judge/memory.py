@@ -22,7 +22,6 @@ evaluations share the device; a reference's intermediates are estimated, not kno
 """
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 
 import torch
@@ -185,7 +184,6 @@ def is_out_of_memory(err: BaseException | str) -> bool:
     return any(k in text for k in _OOM_TEXT)
 
 
-PRIME = os.environ.get("KS_CLOCK_PRIME", "1") != "0"   # "0": no priming, the old way (a side-by-side device call)
 
 
 def prime(freeze: bool = False) -> None:
@@ -197,8 +195,6 @@ def prime(freeze: bool = False) -> None:
     Triton imported) walk only what the evaluation made."""
     import gc
 
-    if not PRIME:
-        return
     with torch.no_grad():
         (torch.empty(2, 3, device="meta") * 2).sum(-1)
     if freeze:

@@ -44,11 +44,6 @@ MAX_SOURCE_BYTES = 1 << 20
 # wall time, and rmsnorm's repeat pair read 4.2 % and 3.9 % apart (0.3 % without): 8 evaluations x 4 compile
 # threads oversubscribe 16 cores beside another evaluation's timing loop
 WARM_THREADS = max(1, int(os.environ.get("KS_CLOCK_WARM_THREADS", "1") or 1))
-# After its reply to a timing step (ping, batch, describe: the judge's next request follows within microseconds) the
-# runner polls its socket this long before it blocks, so the next request, which the judge's clock is timing, does not
-# wait for the scheduler to wake this process (judge/clock.py; the judge polls for the batch's reply the same way).
-SPIN_S = float(os.environ.get("KS_CLOCK_SPIN_US", "0") or 0) / 1e6
-_SPIN_OPS = ("ping", "batch", "describe")
 _SYNC = torch._C._cuda_synchronize if hasattr(torch._C, "_cuda_synchronize") else torch.cuda.synchronize
 
 
@@ -499,10 +494,7 @@ class Runner:
 
     # -- loop -------------------------------------------------------------------------------------------------
     def serve(self) -> None:
-        spin_until = 0.0
         while True:
-            if spin_until:
-                wire.poll_readable(self.sock, spin_until)
             try:
                 req, buffers = wire.recv(self.sock)
             except EOFError:
@@ -521,7 +513,6 @@ class Runner:
                 res = handler(req, buffers) if op in ("build", "inputs") else handler(req)
                 header, bufs = res if isinstance(res, tuple) else (res, [])
                 self.reply(header, bufs)
-                spin_until = time.perf_counter() + SPIN_S if SPIN_S and op in _SPIN_OPS else 0.0
             except _Failure as f:
                 err = f.err if isinstance(f.err, BaseException) else None
                 desc = _describe_exception(err) if err is not None else {"type": "", "text": str(f.err), "tb": ""}

@@ -332,16 +332,3 @@ class IpcReader:
             for p in self.ptrs:
                 cu["close"](p)
             self.ptrs.clear()
-
-
-def poll_readable(sock, until: float) -> bool:
-    """Poll `sock` without blocking until it has data or time.perf_counter() reaches `until`: a process woken by the
-    scheduler when data arrives reads it tens to hundreds of microseconds late, one that polls at once (the clock's
-    timing steps, judge/clock.py). True when data is there."""
-    import select
-    import time
-
-    while time.perf_counter() < until:
-        if select.select([sock], [], [], 0)[0]:
-            return True
-    return False

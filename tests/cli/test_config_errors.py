@@ -62,6 +62,7 @@ def get_init_inputs():
     assert not (tmp_path / "ks.db").exists()
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_kernelbench_file_the_offline_provider_cannot_match_is_refused_in_one_line(tmp_path):
     """A KernelBench file with no `starter:` is accepted (round 0 is written from the reference, issue 19); the
     offline provider searches it where its traced reference matches (generators/match.py) and refuses one that does

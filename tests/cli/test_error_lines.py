@@ -298,6 +298,7 @@ def test_corrupt_rows_are_reported_by_the_views(tmp_path):
     assert "code is a blob of 8 bytes" in (tmp_path / "r.html").read_text()
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_resume_reports_corrupt_rows_and_does_not_retry_them(tmp_path):
     db = _store_with_corrupt_rows(tmp_path)
     code, out, err = invoke("resume", "r", "--db", db)

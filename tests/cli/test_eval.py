@@ -21,6 +21,7 @@ def _eval(tmp_path, code, *extra):
     return r.returncode, json.loads(r.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_starter_is_ok_and_timed_on_the_interpreter(tmp_path):
     rc, out = _eval(tmp_path, ONLINE)
     assert rc == 0 and out["status"] == "ok", out
@@ -29,6 +30,7 @@ def test_starter_is_ok_and_timed_on_the_interpreter(tmp_path):
     assert abs(out["speedup"] - out["ref_time_ms"] / out["time_ms"]) < 1e-9
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_wrong_crash_and_torch_only(tmp_path):
     rc, out = _eval(tmp_path, WRONG)
     assert (rc, out["status"]) == (1, "incorrect") and "values off" in out["reason"]
@@ -38,6 +40,7 @@ def test_wrong_crash_and_torch_only(tmp_path):
     assert out["status"] == "rejected" and "no kernel of its own" in out["reason"]
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_kernelbench_file_problem(tmp_path):
     prob = tmp_path / "19_ReLU.py"
     prob.write_text('''import torch
@@ -82,6 +85,7 @@ class ModelNew(torch.nn.Module):
     assert json.loads(r.stdout.strip().splitlines()[-1])["status"] == "incorrect"
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_kernel_only_the_interpreter_accepts_fails_the_sm90_compile(tmp_path):
     """tl.dot with K = 8 runs under the interpreter but does not compile for the H200 (K >= 16)."""
     fx = ROOT / "tests" / "fixtures" / "problems"

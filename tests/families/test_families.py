@@ -150,6 +150,7 @@ def test_starter_is_correct(name, case_name, tmp_path):
     assert err is None, f"{name} starter on {case.describe()}: {err}"
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 @pytest.mark.parametrize("name,fixture", WRONG)
 def test_wrong_fixture_fails(name, fixture, tmp_path):
     problem = _problem(name)

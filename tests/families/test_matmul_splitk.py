@@ -77,6 +77,7 @@ def test_split_moves_and_limits():
     assert not any(t.startswith("tile ") or "stages" in t for t in titles)   # knobs gemv ignores are no ideas
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_a_long_k_product_is_matched_to_split_k_and_correct_through_the_judge(tmp_path):
     p = _mm(tmp_path, "long_k", 32, 4096, 32)
     m = match_problem(p)
@@ -99,6 +100,7 @@ def test_a_long_k_product_is_matched_to_split_k_and_correct_through_the_judge(tm
         _agrees(p, four.replace(*DROP_LAST), case=_timed(p))
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_a_matrix_vector_product_gets_the_gemv_kernel_and_is_correct_through_the_judge(tmp_path):
     p = _mm(tmp_path, "gemv", 64, 8192, 1)
     m = match_problem(p)

@@ -19,6 +19,7 @@ BOUNDS = {   # family: (branched, stated)
 }
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 @pytest.mark.parametrize("family", sorted(PLAINS))
 def test_the_default_is_a_few_ideas_from_the_plain_kernel(family):
     space = space_of(family)

@@ -35,6 +35,7 @@ def _sdpa(tmp_path, name: str, kwargs: str = "", lq: int = 64, lk: int = 64, d: 
     ("", 40, 96, 72, "3"),
     (", is_causal=True", 80, 320, None, "1, 2"),
 ])
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_sdpa_at_any_head_size_agrees_on_the_interpreter(tmp_path, kwargs, lq, d, dv, lead):
     p = _sdpa(tmp_path, "sdpa", kwargs, lq=lq, d=d, dv=dv, lead=lead)
     m = match_problem(p)
@@ -59,6 +60,7 @@ def test_the_flash_familys_shapes_still_get_the_family(tmp_path):
         _agrees(p, code, atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_the_starter_is_ok_through_the_judge_causal_or_not(tmp_path):
     settings = EvalSettings(trials=1, timing_iters=2, aot_compile=False)
     for name, kwargs in (("sdpa_judged", ""), ("sdpa_judged_causal", ", is_causal=True, scale=0.1")):
@@ -68,6 +70,7 @@ def test_the_starter_is_ok_through_the_judge_causal_or_not(tmp_path):
         assert r.status.value == "ok", (name, r.status, r.reason)
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_a_missing_scale_no_max_shift_or_a_dropped_slice_fails(tmp_path):
     p = _sdpa(tmp_path, "sdpa_wrong", d=320)
     m = match_problem(p)

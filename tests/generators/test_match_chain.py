@@ -228,6 +228,7 @@ def test_a_wrong_chain_fails(why, old, new):
         _agrees(problem, code.replace(old, new), case=_cpu_case(problem), perturb=True)
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_the_judge_passes_the_chain_and_fails_a_wrong_one():
     problem = _load(FIXTURES / "gemm_batchnorm.py")
     m = match_problem(problem)
@@ -243,6 +244,7 @@ def test_the_judge_passes_the_chain_and_fails_a_wrong_one():
     assert r.status.value == "incorrect", (r.status, r.reason)
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_the_judge_passes_a_pooled_chain_and_fails_one_that_skips_the_pooling():
     problem = _load(FIXTURES / "conv_pool_mean.py")
     m = match_problem(problem)

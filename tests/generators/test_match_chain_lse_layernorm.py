@@ -66,6 +66,7 @@ def test_the_logsumexp_kernel_is_torch_s_at_any_length_with_infinities():
     torch.testing.assert_close(mid(x), torch.logsumexp(x, 1, keepdim=True), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_gemm_logsumexp_then_elementwise_agrees_and_the_judge_fails_it_without_the_shift(tmp_path):
     """Level 2's Gemm_LogSumExp_LeakyReLU_*: the GEMM, its bias and a scale in one elementwise kernel, the logsumexp
     of the rows, then the activations; values scaled past exp's fp32 range, so a sum of exp(x) overflows."""

@@ -32,6 +32,7 @@ def _every_point(problem, space, **kw):
             _agrees(problem, space.render(p), case=case, **kw)
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_cumsum_and_cumprod_of_the_last_dim_agree_at_several_points(tmp_path):
     cumsum = _scan(tmp_path, "cumsum", "torch.cumsum(x, dim=self.dim)")
     m = match_problem(cumsum)
@@ -51,6 +52,7 @@ def test_cumsum_and_cumprod_of_the_last_dim_agree_at_several_points(tmp_path):
     _every_point(cumprod, m.space)
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_reverse_and_exclusive_cumsum_as_kernelbench_writes_them(tmp_path):
     rev = _scan(tmp_path, "rev", "torch.cumsum(x.flip(self.dim), dim=self.dim).flip(self.dim)")
     m = match_problem(rev)

@@ -109,6 +109,7 @@ def test_the_config_refuses_an_operation_that_cannot_be_allowed():
     assert EvalSettings(allow_torch=["linear", "matmul", "linear"]).allow_torch == ["matmul", "linear"]
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_through_the_judge_an_allowed_gemm_is_ok_and_recorded_and_the_rest_is_rejected():
     """The real pool on the CPU interpreter, the problem file under `allow_torch: [linear]`: the honest solution is
     ok with `linear` recorded; the alias cheat is rejected by the scan; the library-only one by the kernel-launch

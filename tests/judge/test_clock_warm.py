@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+import pytest
+
 from kernelsearch.families import load_problem
 from kernelsearch.judge import client
 from kernelsearch.judge.harness import evaluate
@@ -14,6 +16,7 @@ from kernelsearch.judge.settings import EvalSettings
 ROUND3 = Path(__file__).parents[1] / "fixtures" / "cheats" / "round3"
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_the_references_first_call_comes_before_the_timing_lease():
     """Also: the judge's collector is off at every timed batch (a full collection, 0.1 s with torch imported, inside a
     batch's wall time is charged to the side it fell on) and on again after the loop."""

@@ -134,6 +134,7 @@ def test_chunked_comparison_says_what_the_whole_one_says(chunk):
     assert bool(agreement(good, good, h, 1e-5, 1e-4, chunk)) and not bool(agreement(bad, good, h, 1e-5, 1e-4, chunk))
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_honest_kernel_passes_under_the_small_plan(relu_40mb):
     r = evaluate(relu_40mb, HONEST, SMALL, mode="cpu", seed=3)
     assert r.status == "ok", r.reason

@@ -168,6 +168,7 @@ def get_init_inputs():
     assert derive_cases(p, "float32")[0].name == OWN_ONLY
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_a_kernel_that_hard_codes_the_shape_fails_a_derived_case(tmp_path):
     good = (FIXTURES / "relu_scale_kernel.py").read_text()
     # right at the file's own size (16 x 1000) and below it; past it, the tail is never written

@@ -62,6 +62,7 @@ def test_a_group_needs_a_file_per_source(tmp_path):
                        spawn=spawn_local, candidate_paths=[str(tmp_path / "a.py")])
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_the_pool_re_times_alone_what_its_group_could_not_time(tmp_path):
     """Through the pool's sandboxed processes: a group of an honest kernel and one wrong only in timed batches fails
     as a group; each is then re-timed alone, the honest one ok, the wrong one `incorrect` on its own reading."""

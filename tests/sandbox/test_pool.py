@@ -29,6 +29,7 @@ def test_env_is_an_allow_list():
         assert k not in env
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_candidate_sees_no_secret_and_output_is_captured(monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-very-secret")
     code = starter_with("import os\nprint('ENV', sorted(k for k in os.environ if 'KEY' in k), os.getcwd())")
@@ -39,6 +40,7 @@ def test_candidate_sees_no_secret_and_output_is_captured(monkeypatch):
     assert "/ks-worker-" in out   # a fresh working directory
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_a_candidate_that_keeps_the_pools_user_keeps_no_capability_and_the_seed_is_not_in_its_request():
     """Where the runner keeps a root pool's user, root's capabilities would let it read any process's memory (the
     judge's seed: tests/fixtures/cheats/judge/proc_mem_seed.py); it drops them all. The request the pool writes for
@@ -65,6 +67,7 @@ def test_a_candidate_that_keeps_the_pools_user_keeps_no_capability_and_the_seed_
         assert int(caps, 16) == 0, f"the candidate's runner kept root's capabilities: {caps}"
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_output_is_capped():
     r = _run(starter_with("print('x' * 100000)"))
     out = r.detail["output"]
@@ -72,6 +75,7 @@ def test_output_is_capped():
     assert len(out) <= OUTPUT_CAP + 200
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_timeout_kills_children_too(tmp_path):
     marker = tmp_path / "alive"
     code = starter_with(f"import subprocess, time\n"
@@ -96,6 +100,7 @@ def _can_unshare_net() -> bool:
     return subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode == 0
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_candidate_has_no_network():
     import socket
 
@@ -118,6 +123,7 @@ def test_candidate_has_no_network():
     assert "NET-CLOSED" in r.detail["output"] and "NET-OPEN" not in r.detail["output"]
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_cpu_workers_are_forked_from_the_fork_server_and_exec_still_works():
     code = starter_with("import os\nprint('PARENT', os.getppid(), 'GROUP', os.getpgrp() == os.getpid())")
 

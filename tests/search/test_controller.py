@@ -179,6 +179,7 @@ def test_loud_forking_hungry_and_sleeping_candidates_are_stopped_and_the_run_goe
     assert not marker.exists(), "a forked child outlived the kill of its process group"
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_token_budget_stops_before_more_code_is_asked_for(tmp_path):
     cfg = write_config(tmp_path, search={"rounds": 3}, budgets={"tokens": 100},
                        evaluation={"timeout_s": 60, "trials": 1, "aot_compile": False})

@@ -40,6 +40,7 @@ def _user(messages) -> str:
     return next(m["content"] for m in reversed(messages) if m["role"] == "user")
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_round_zero_is_written_from_the_reference_and_seeds_round_one(tmp_path):
     variants = itertools.count(1)
 
@@ -110,6 +111,7 @@ def test_no_correct_first_kernel_goes_on_and_the_next_coder_sees_the_failures(tm
     assert _rows(db, "SELECT status, stop_reason FROM run") == [("finished", "rounds_done")]
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_all_wrong_says_so_and_stays_within_its_rounds(tmp_path):
     with LoopbackLLM(code_for=lambda messages: WRONG + f"# {len(_user(messages))}\n") as llm:
         cfg = _config(tmp_path, llm, search={"rounds": 1, "first_kernels": 1})

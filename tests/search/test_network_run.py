@@ -9,6 +9,8 @@ import itertools
 import re
 import sqlite3
 
+import pytest
+
 from tests.agent.loopback import LoopbackLLM
 from tests.helpers import HOOK, cli, write_config
 
@@ -24,6 +26,7 @@ def _code_for(messages):
     return f"# loopback variant {k}\n" + seed.replace(HOOK, HOOK + dump, 1)
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_openai_compatible_run_and_the_key_stays_out(tmp_path):
     with LoopbackLLM(code_for=_code_for, require_key=SECRET) as llm:
         cfg = write_config(tmp_path, llm={"provider": "openai-compatible", "model": "loop-model",
@@ -55,6 +58,7 @@ def test_openai_compatible_run_and_the_key_stays_out(tmp_path):
     assert SECRET not in r.stdout + r.stderr + tree.stdout
 
 
+@pytest.mark.slow   # 10 s or more on a 2-core machine: CI runs it (make test-slow)
 def test_wrong_key_is_a_clear_error_and_not_retried(tmp_path):
     with LoopbackLLM(require_key=SECRET) as llm:
         cfg = write_config(tmp_path, llm={"provider": "openai-compatible", "model": "loop-model",

@@ -36,6 +36,9 @@ def figures(plan: dict) -> dict[str, float] | None:
     ref_ov = [w / 1e3 - e / 1e3 for w, e in zip(eager["wall_ms"], eager["events_ms"])]
     owns = [w - e if e is not None and 0 < e <= w else None for w, e in zip(cw, ce)]
     side = [s / 1e3 for s in plan.get("side_steps_ms") or []]
+    # the pings' part of the side steps alone: what is left where the describe step goes (outputs described once,
+    # at capture, and the candidate frozen at its batch's reply)
+    pings = [(p.get("candidate", 0.0) - p.get("eager", 0.0)) / 1e3 for p in plan.get("pings_ms") or []]
     out = {"events": charges.low([e * 1e3 / n for e in ce if e is not None])}
     for cap_name, cap_of in CAPS.items():
         cap = min(max(cap_of(ref_ov), fixed), fixed + charges.GRAPH_LAUNCH_CAP)
@@ -44,6 +47,8 @@ def figures(plan: dict) -> dict[str, float] | None:
         for how in ("batch", "median"):
             if side:
                 out[f"cap {cap_name}, side {how}"] = charges.candidate_figure(per, side, n, how=how)[1]
+        if pings:
+            out[f"cap {cap_name}, pings batch"] = charges.candidate_figure(per, pings, n, how="batch")[1]
     return out
 
 

@@ -66,5 +66,9 @@ def test_a_gpu_pools_fork_server_primes_before_forking_and_a_cpu_pools_does_not(
         assert p.returncode == 0, p.stderr[-2000:]
         seen.append(p.stdout.split()[-2:])
     assert seen == [["True", "True"], ["False", "False"]]
-    assert EvaluatorPool(PoolSettings(mode="cuda", gpus=[0], gpu_memory_mb=1000))._zygote.prime
-    assert not EvaluatorPool(PoolSettings(mode="cpu", gpus=[0]))._zygote.prime
+    pools = [EvaluatorPool(PoolSettings(mode=m, gpus=[0], gpu_memory_mb=1000)) for m in ("cuda", "cpu")]
+    try:   # closed: a GPU pool's Triton seed folder (sandbox/triton_seed.py) is removed with it
+        assert [p._zygote.prime for p in pools] == [True, False]
+    finally:
+        for p in pools:
+            p.close()

@@ -44,6 +44,8 @@ def figures(plan: dict) -> dict[str, float] | None:
         cap = min(max(cap_of(ref_ov), fixed), fixed + charges.GRAPH_LAUNCH_CAP)
         per = [max(w - (cap if o is None else min(cap, max(o, fixed))), 0.0) * 1e3 / n for w, o in zip(cw, owns)]
         out[f"cap {cap_name}, no side"] = charges.low(per)
+        # a candidate whose runner forges its events (reports none spent): every batch credited the whole cap
+        out[f"cap {cap_name}, forged"] = charges.low([max(w - cap, 0.0) * 1e3 / n for w in cw])
         for how in ("batch", "median"):
             if side:
                 out[f"cap {cap_name}, side {how}"] = charges.candidate_figure(per, side, n, how=how)[1]

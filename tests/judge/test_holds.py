@@ -2,8 +2,6 @@
 one hold, a large case or one of unknown size holds alone, and every trial still runs under a hold."""
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 
 from kernelsearch.judge import harness
@@ -21,49 +19,27 @@ def test_groups_are_cut_by_bytes_and_unknown_or_large_items_stand_alone(monkeypa
 
 
 @pytest.mark.parametrize("hold_mb", [64, 0])
-def test_every_trial_runs_under_a_hold_and_small_ones_share_it(tmp_path, monkeypatch, hold_mb):
+def test_every_trial_runs_under_a_hold_and_small_ones_share_it(tmp_path, monkeypatch, hold_mb, recorded):
     from kernelsearch.families import load_problem
     from kernelsearch.families.softmax import STARTER
-    from kernelsearch.judge import client
     from kernelsearch.judge.settings import EvalSettings
 
     monkeypatch.setattr(harness, "HOLD_BYTES", hold_mb * 2**20)
-    held: list[str] = []
-    holds: list[str] = []
     calls_held: list[tuple] = []
-
-    @contextlib.contextmanager
-    def lease(kind):
-        held.append(kind)
-        holds.append(kind)
-        try:
-            yield
-        finally:
-            held.pop()
-
-    def spawn(role):
-        r = client.spawn_local(role)
-        ask = r.request
-
-        def request(header, buffers=None):
-            if header.get("op") == "call":
-                calls_held.append(tuple(held))
-            return ask(header, buffers)
-        r.request = request
-        return r
-
+    recorded.on_request = lambda header, held: calls_held.append(held) if header.get("op") == "call" else None
     problem = load_problem("softmax")
     path = tmp_path / "candidate.py"
     path.write_text(STARTER)
-    judge = Judge(problem, STARTER, EvalSettings(trials=2), mode="cpu", seed=1, spawn=spawn, lease=lease,
-                  candidate_path=str(path))
+    judge = Judge(problem, STARTER, EvalSettings(trials=2), mode="cpu", seed=1, spawn=recorded.spawn,
+                  lease=recorded.lease, candidate_path=str(path))
     cases = problem.cases_for("cpu")[:3]
     try:
         judge.compile()
-        holds.clear()
+        recorded.holds.clear()
         judge._check_cases(cases)
     finally:
         judge.close()
+    holds = recorded.holds
     assert len(calls_held) == 6 and all(h == ("shared",) for h in calls_held), calls_held
     assert holds == (["shared"] if hold_mb else ["shared"] * 6), holds
     assert judge.detail["waits"]["shared:_check_cases"][0] == len(holds), judge.detail["waits"]

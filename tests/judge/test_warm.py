@@ -58,51 +58,33 @@ def test_an_autotuned_kernel_stops_the_warm_up(counter):
 
 
 @pytest.mark.parametrize("hold_mb", [64, 0])
-def test_the_judges_own_device_work_for_the_warm_up_is_under_a_shared_lease(tmp_path, monkeypatch, hold_mb):
+def test_the_judges_own_device_work_for_the_warm_up_is_under_a_shared_lease(tmp_path, monkeypatch, hold_mb,
+                                                                             recorded):
     """Judge._warm (GPU only in an evaluation; called here directly on the CPU): the models and inputs it hands the
     candidate (weights moved, inputs drawn and written: the judge's GPU work) under a shared lease, and the warm-up
     itself (the candidate's compiles, seconds) under none. Each case in a slot of its own with its model; small
     cases' models and inputs made in one hold (HOLD_BYTES), or a hold a case where it is 0."""
-    import contextlib
-
-    from kernelsearch.judge import harness
-
-    monkeypatch.setattr(harness, "HOLD_BYTES", hold_mb * 2**20)
-    holds = []
-
     from kernelsearch.families import load_problem
     from kernelsearch.families.softmax import STARTER
-    from kernelsearch.judge import client
+    from kernelsearch.judge import harness
     from kernelsearch.judge.harness import Judge
     from kernelsearch.judge.settings import EvalSettings
 
-    held: list[str] = []
+    monkeypatch.setattr(harness, "HOLD_BYTES", hold_mb * 2**20)
     log: list[tuple[str, tuple]] = []
     lasts: list = []
     slots: list = []
 
-    @contextlib.contextmanager
-    def lease(kind):
-        held.append(kind)
-        holds.append(kind)
-        try:
-            yield
-        finally:
-            held.pop()
+    def on_request(header, held):
+        log.append((header.get("op"), held))
+        slots.append((header.get("op"), header.get("warm_slot", header.get("slot"))))
+        if header.get("op") == "warm":   # the GPU's reply (a CPU runner has no Triton to compile: warm false)
+            lasts.append(header.get("last"))
+            return {"warm": True, "kernels": 2, "failed": 0, "wait_s": 0.25}
+        return None
 
-    def spawn(role):
-        r = client.spawn_local(role)
-        ask = r.request
-        def request(header, buffers=None):
-            log.append((header.get("op"), tuple(held)))
-            slots.append((header.get("op"), header.get("warm_slot", header.get("slot"))))
-            if header.get("op") == "warm":   # the GPU's reply (a CPU runner has no Triton to compile: warm false)
-                lasts.append(header.get("last"))
-                return {"warm": True, "kernels": 2, "failed": 0, "wait_s": 0.25}, []
-            return ask(header, buffers)
-        r.request = request
-        return r
-
+    recorded.on_request = on_request
+    spawn, lease, holds = recorded.spawn, recorded.lease, recorded.holds
     problem = load_problem("softmax")
     path = tmp_path / "candidate.py"
     path.write_text(STARTER)

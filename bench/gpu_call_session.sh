@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # One device call, in three parts that each write under $OUT as they go (a cut-off call keeps what finished):
-#  1. the harness bench under SETTINGS (default: the defaults, then the warm-up's compiles in 4 threads, then each
-#     runner building Triton's CUDA utilities itself), HARNESS_S seconds each;
+#  1. the harness bench under SETTINGS (default: the defaults, then a shared hold a trial, KS_CLOCK_HOLD_MB=0),
+#     HARNESS_S seconds each, every result saved as JSON lines (bench/clock_replay.py reads them);
 #  2. a KernelBench batch (carry kb/) for KB_S seconds: its evaluations and re-timings a minute, and out-of-memory
 #     harness errors (the memory gate's timing reserve);
 #  3. the strategies experiment (branching against sequential from the plain kernels) for STRAT_MIN minutes.
 #   . bench/device_env.sh; bash bench/gpu_call_session.sh
 set -u
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.used --format=csv,noheader | tee "$OUT/smi.txt"
-SETTINGS="${SETTINGS-;KS_CLOCK_WARM_THREADS=4;KS_TRITON_SEED=0}" PER_FAMILY="${PER_FAMILY:-8}" HARNESS_S="${HARNESS_S:-100}" \
+SETTINGS="${SETTINGS-;KS_CLOCK_HOLD_MB=0}" PER_FAMILY="${PER_FAMILY:-8}" HARNESS_S="${HARNESS_S:-100}" \
   bash bench/gpu_call_settings.sh
 if [ "${KB_S:-190}" -gt 30 ] && [ -d kb/level1 ]; then
   echo "=== KernelBench ${KB_S:-190} s"

@@ -87,6 +87,7 @@ def test_kernelbench_file_the_offline_provider_cannot_match_is_refused_in_one_li
     assert parse_config({"problem": "softmax", "starter": "none"}).search_setup().first_from_reference
 
 
+@pytest.mark.slow   # 7-10 s a call on a 2-core machine: CI runs it (make test-slow)
 def test_every_config_error_in_one_line(tmp_path):
     """Several problems in one config are all named at once, in one line: those pydantic finds in the keys'
     values, and those between keys (a missing file, a provider's missing settings)."""

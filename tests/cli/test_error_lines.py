@@ -186,6 +186,7 @@ def test_the_real_entry_point_prints_one_line_for_a_damaged_store(known, tmp_pat
 
 
 # -- python -m kernelsearch.cli ------------------------------------------------------------------------------
+@pytest.mark.slow   # 7-10 s a call on a 2-core machine: CI runs it (make test-slow)
 def test_python_m_kernelsearch_cli_runs_the_cli_like_python_m_kernelsearch(tmp_path):
     cand = tmp_path / "cand.py"
     cand.write_text(ONLINE)

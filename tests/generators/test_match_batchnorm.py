@@ -75,6 +75,7 @@ def test_evaluation_mode_is_not_matched_as_training(tmp_path):
     assert m.kind != "batch_norm", m.summary
 
 
+@pytest.mark.slow   # 7-10 s a call on a 2-core machine: CI runs it (make test-slow)
 def test_the_offline_first_kernel_is_ok_through_the_judge(tmp_path):
     p = _bn(tmp_path, "bn_judged", "BatchNorm2d", "batch_size, features, h, h", "batch_size = 16\nfeatures = 8\nh = 16")
     m = match_problem(p)

@@ -51,6 +51,7 @@ def test_a_graph_just_outside_the_pattern_is_not_matched_as_a_triangle(tmp_path)
         assert m.kind != "matmul_triangle", (name, m.summary)
 
 
+@pytest.mark.slow   # 7-10 s a call on a 2-core machine: CI runs it (make test-slow)
 def test_the_offline_first_kernel_is_ok_through_the_judge(tmp_path):
     up = _tri(tmp_path, "triu_judged", "torch.triu(torch.matmul(A, B))")
     m = match_problem(up)
@@ -67,6 +68,7 @@ def _einsum(tmp_path, name: str, eq: str, sizes: str = "b = 3\ni = 16\nj = 12\nl
     return _problem(tmp_path, name, EINSUM.format(eq=eq), "[torch.rand(b, i, j, l), torch.rand(l, k)]", sizes=sizes)
 
 
+@pytest.mark.slow   # 7-10 s a call on a 2-core machine: CI runs it (make test-slow)
 def test_a_4d_tensor_times_a_matrix_is_the_mm_of_its_rows(tmp_path):
     p = _einsum(tmp_path, "einsum4d", "bijl,lk->bijk")
     m = match_problem(p)

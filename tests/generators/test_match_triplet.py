@@ -59,6 +59,7 @@ def test_other_losses_are_not_matched_as_it(tmp_path):
         assert m.kind != "triplet_loss", (name, m.summary)
 
 
+@pytest.mark.slow   # 7-10 s a call on a 2-core machine: CI runs it (make test-slow)
 def test_the_offline_first_kernel_is_ok_through_the_judge(tmp_path):
     p = _triplet(tmp_path, "triplet_judged", dim=1000)
     m = match_problem(p)

@@ -39,6 +39,7 @@ def _rows(db: Path, sql: str) -> list[tuple]:
         return con.execute(sql).fetchall()
 
 
+@pytest.mark.slow   # 7-10 s a call on a 2-core machine: CI runs it (make test-slow)
 def test_a_model_run_whose_plan_searches_nothing_profiles_plans_and_verifies(tmp_path, monkeypatch):
     """A threshold no problem can pass: the profile and the plan are printed and stored, no child run starts, the
     model is timed eager in the verify subprocess, and the run is finished."""

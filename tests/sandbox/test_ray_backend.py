@@ -151,6 +151,7 @@ def test_device_cpu_takes_cpu_only_actors_sized_by_cpus_per_actor(cluster):
             pool.close()
 
 
+@pytest.mark.slow   # 7-10 s a call on a 2-core machine: CI runs it (make test-slow)
 def test_an_actor_that_cannot_start_is_an_error_that_says_why(cluster):
     from kernelsearch.sandbox.ray_backend import RayBackendError, RayPool
 

@@ -318,8 +318,10 @@ class EvaluatorPool(FirstGroups):
         leases). Time waiting for a lease is not charged to the candidate's timeout."""
         timeout_s = self.s.evaluation.timeout_s * size   # a group of `size`: each checked, all timed
         held: list[str] = []   # the kinds of lease the judge holds now (`timing` around `shared` or `exclusive`)
-        lease_t0 = timing_t0 = lease_wait = spent = 0.0
+        lease_wait = spent = 0.0
         mark = time.monotonic()
+        logs = {"exclusive": self.lease_log, "timing": self.timing_log}   # the holds logged, by kind
+        since: dict[str, float] = {}   # when each logged kind held now was granted
 
         def release(kind: str | None = None) -> None:
             if kind == "shared" and "prep" in held:
@@ -327,10 +329,8 @@ class EvaluatorPool(FirstGroups):
             kind = kind if kind in held else held[-1]
             held.remove(kind)
             self._leases[gpu].release(kind)
-            if kind == "exclusive":
-                self.lease_log.append((gpu, lease_t0, time.monotonic()))
-            elif kind == "timing":
-                self.timing_log.append((gpu, timing_t0, time.monotonic()))
+            if kind in logs:
+                logs[kind].append((gpu, since.pop(kind), time.monotonic()))
         try:
             while True:
                 remaining = timeout_s - spent - (time.monotonic() - mark)
@@ -350,10 +350,8 @@ class EvaluatorPool(FirstGroups):
                     held.append(kind)
                     now = time.monotonic()
                     lease_wait += now - asked
-                    if kind == "exclusive":
-                        lease_t0 = now
-                    elif kind == "timing":
-                        timing_t0 = now
+                    if kind in logs:
+                        since[kind] = now
                     mark = now
                     os.write(ctrl_w, b"grant\n")
                 elif msg["type"] == "lease_release" and held:
@@ -380,7 +378,7 @@ class EvaluatorPool(FirstGroups):
         out_r, out_w = os.pipe()
         ctrl_r, ctrl_w = os.pipe()
         res_r, res_w = os.pipe()
-        marks = [time.monotonic()]   # the evaluation's wall time outside the judge's stages (detail["pool_s"])
+        marks: list[float] = []   # the evaluation's wall time outside the judge's stages (detail["pool_s"])
         try:
             procs = await self._spawn_all(workdir, cands, extra, request, out_w, ctrl_r, res_w)
         finally:
@@ -459,7 +457,7 @@ class EvaluatorPool(FirstGroups):
         # workspace and processes started, the judge's whole run (to its result, its kills), the judge's exit,
         # the runners' exits, the output drained and the workspace removed
         result.detail["pool_s"] = {k: round(b - a, 3) for k, a, b in zip(
-            ("start", "judge", "judge_exit", "runners_exit", "cleanup"), [t0, *marks[1:]], marks[1:])}
+            ("start", "judge", "judge_exit", "runners_exit", "cleanup"), [t0, *marks], marks)}
         result.detail["candidate_user"] = uid   # None: the candidate's runner kept the pool's user
         return result
 

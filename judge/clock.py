@@ -242,9 +242,9 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                 clock, events, pings, cand_out, eager_outs = _timed_batch(talk, sides, b, n)
                 laps["batches"] += time.perf_counter() - t_lap
                 steps["pings_ms"].append({k: round(v * 1e3, 4) for k, v in pings.items()})
-                for name, (t_batch, _) in clock.items():   # events: ms, as each runner replied
+                for name, (t_batch, _) in clock.items():   # events: ms where a runner replied a number (its word)
                     raw[name]["wall_ms"].append(round(t_batch * 1e3, 4))
-                    raw[name]["events_ms"].append(events.get(name))
+                    raw[name]["events_ms"].append(e if type(e := events.get(name)) in (int, float) else None)
                 steps["describes_ms"].append({k: round(v[1] * 1e3, 4) for k, v in clock.items()})
                 # the reference's runners are trusted: their wall time beyond their CUDA-event time is recorded
                 ev = events.get("eager")

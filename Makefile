@@ -26,10 +26,10 @@ run: install
 	$(BIN)/kernelsearch tree $(NAME) --db runs/demo.db
 
 test: install
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" --durations=25
 
 test-slow: install
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q -m slow --durations=40
 
 test-all: install
 	$(BIN)/python -m pytest -q

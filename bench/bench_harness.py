@@ -244,7 +244,9 @@ def main() -> int:
     pool = EvaluatorPool(PoolSettings(mode=mode, gpus=[0], concurrency=conc,
                                       evaluation=EvalSettings(timeout_s=150, fork_server=args.fork_server == "on",
                                                               compare_compile=args.compare_compile,
-                                                              group_first=args.group_first)))
+                                                              group_first=args.group_first, **(
+                                                                  {"timing_iters": int(it)} if (it := os.environ.get(
+                                                                      "KS_BENCH_TIMING_ITERS")) else {}))))
     _say(f"fork server {args.fork_server}, torch.compile timed: {args.compare_compile}, "
          f"first evaluations in groups of up to {args.group_first}")
     loop = asyncio.new_event_loop()   # one loop for every batch: the fork server's reader lives on it

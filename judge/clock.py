@@ -10,7 +10,9 @@ alternate which goes first. What makes the reading honest:
 - every output of every timed call is read by the judge and compared, with the candidate frozen (on a GPU in place
   through CUDA IPC): a call skipped, or finished after the runner said it was done, is `incorrect`;
 - the runner's describe step (handing over its outputs) is charged to the candidate as far as it takes longer than
-  the reference's own (median over batches), so computing outputs when they are asked for pays;
+  the reference's own (median over batches), so computing outputs when they are asked for pays; where every side
+  replays a CUDA graph (below) its outputs are the graph's, described once, and each runner is frozen at its batch's
+  reply: no step of the candidate's follows its batch;
 - on a GPU each side's n calls are captured once into one CUDA graph and each batch replays it, so the clock times
   the kernels, not the host's launch overhead (a forward that cannot be captured is timed by an eager loop, its
   launch overhead included, and the detail says so);
@@ -48,7 +50,7 @@ from kernelsearch.judge.seeds import derive_seed
 from kernelsearch.judge.status import CandidateFailure, HarnessFailure, Status
 from kernelsearch.judge.timed_check import check_batch, decoded_outs
 
-BATCH_BYTES = 8 * 2**30        # inputs + outputs of one side's batch (GPU): n is as many calls as fit
+BATCH_BYTES = int(float(os.environ.get("KS_CLOCK_BATCH_GB", "8")) * 2**30)   # one side's batch's inputs + outputs (GPU)
 MIN_CALLS = TIMING_MIN_CALLS
 # H100, one softmax kernel in 5 evaluations of 6 batches (16 calls, ~4.3 ms a batch): its batches varied 6.5 % within
 # an evaluation and its median 6.5 % between evaluations, the reference's (CUDA events) 0.3 %; a candidate's reading is
@@ -76,6 +78,9 @@ FREEZE_REFS = os.environ.get("KS_CLOCK_FREEZE_REFS", "1") != "0"
 # the inputs are written, so a candidate's own work left running gains nothing from the wait; the references'
 # batches are probed again with a verdict (quiet_device). "0": as before 2026-12-07 (for a device A/B).
 SETTLE = os.environ.get("KS_CLOCK_SETTLE", "1") != "0"
+# Where every side replays a CUDA graph, its outputs described once, not after each batch ("0": each batch, before
+# 2026-12-07, for a device A/B). H100 replay of 5 evaluations alone: rmsnorm's describe steps were half its 13 % spread
+DESCRIBE_ONCE = os.environ.get("KS_CLOCK_DESCRIBE_ONCE", "1") != "0"
 
 
 @dataclass(frozen=True)
@@ -92,11 +97,6 @@ class TimingResult:
     timings: dict[str, dict]              # per side: median_ms, spread, batches, calls_per_batch, min_ms, max_ms
     ceilings: dict | None = None          # the device's measured ceilings (GPU), measured holding it alone
     group: tuple = ()                     # a re-timing group's other candidates' TimingResults, in `others` order
-
-    @property
-    def timing_case(self) -> str:
-        """The timed case, described."""
-        return self.case.describe()
 
 
 def _is_cand(name: str) -> bool:
@@ -184,6 +184,7 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
         detail["timing_plan"] = plan
         t_stage = time.perf_counter()
         views: dict[str, list] = {}
+        described: dict[str, tuple] = {}
         with lease("shared"):   # slots, graphs and a priming batch (Triton's JIT, torch.compile) beside other checks
             first = [inputs_of(-1, k) for k in range(n)]
             for name, r in sides.items():
@@ -197,8 +198,15 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                     # against 0.5: the first torch op in its process loads its module; the outputs' first IPC
                     # export), which made the first timed batch read 5x slow and every loop run all 12 batches
                     talk.ask(r, {"op": "ping"}, "a priming ping", "timing")
-                    talk.ask(r, {"op": "describe"}, "describing the priming batch", "timing")
+                    described[name] = talk.ask(r, {"op": "describe"}, "describing the priming batch", "timing")
             del first
+            # Every side replays a graph: its outputs are the graph's, in the same memory every batch, so they are
+            # described once, here, and each side is frozen at its batch's reply: no describe step in the loop, whose
+            # host jitter beside the reference's was charged to the candidate (judge/charges.py). A candidate that
+            # said it captured a graph and writes its outputs elsewhere leaves the described ones stale: `incorrect`.
+            once = cuda and DESCRIBE_ONCE and all(g is True for g in plan["graphs"].values())
+            static = {k: d for k, d in described.items() if once}
+            plan["described_once"] = once
             fixed = 0.0
             if cuda:   # the fixed cost of a batch, on the reference's runner: an empty batch's round trip
                 samples = []
@@ -239,7 +247,7 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
 
                     ceil = ceilings("cuda")   # measured once per device, only while holding it alone
                 t_lap = time.perf_counter()
-                clock, events, pings, cand_out, eager_outs = _timed_batch(talk, sides, b, n)
+                clock, events, pings, cand_out, eager_outs = _timed_batch(talk, sides, b, n, static)
                 laps["batches"] += time.perf_counter() - t_lap
                 steps["pings_ms"].append({k: round(v * 1e3, 4) for k, v in pings.items()})
                 for name, (t_batch, _) in clock.items():   # events: ms where a runner replied a number (its word)
@@ -330,12 +338,13 @@ def _charge(per_call: dict, c: str, overheads: list, walls: list, owns: list, si
     return cand_ms
 
 
-def _timed_batch(talk: Conversation, sides: dict, b: int, n: int):
+def _timed_batch(talk: Conversation, sides: dict, b: int, n: int, static: dict):
     """Each side's ping, batch and describe, on the judge's clock; a candidate is thawed just before its ping and
-    frozen again after its describe. Returns the clock readings, the references' event times, the pings, each
-    candidate's describe reply with its buffers, and the eager reference's outputs of the same calls (decoded: on a
-    GPU views of its runner's memory, valid until its next batch). In a re-timing group every side's batch waits for
-    a quiet device, not only the references': one candidate's work left running would slow the next one's batch."""
+    frozen again after its describe (a side in `static`, whose outputs were described once: frozen at its batch's
+    reply, not asked again). Returns the clock readings, the references' event times, the pings, each candidate's
+    describe reply with its buffers, and the eager reference's outputs of the same calls (decoded: on a GPU views of
+    its runner's memory, valid until its next batch). In a re-timing group every side's batch waits for a quiet
+    device, not only the references': one candidate's work left running would slow the next one's batch."""
     clock: dict[str, tuple[float, float]] = {}
     eager_outs: list | None = None
     events: dict[str, float | None] = {}
@@ -356,12 +365,12 @@ def _timed_batch(talk: Conversation, sides: dict, b: int, n: int):
                            "a timed batch", "timing")
         t1 = time.perf_counter()
         events[name] = done.get("event_ms")   # the candidate's is its word: it can only lower its credit (above)
-        if _is_cand(name):
-            talk.advisories(done, "a timed batch", "timing")
-        reply, bufs = talk.ask(r, {"op": "describe"}, "describing a timed batch", "timing")
+        reply, bufs = static[name] if name in static else talk.ask(r, {"op": "describe"},
+                                                                    "describing a timed batch", "timing")
         t2 = time.perf_counter()
         if _is_cand(name):
             r.freeze()   # nothing runs in the candidate's process until its outputs are read
+            talk.advisories(done, "a timed batch", "timing")
             cand_out[name] = (reply, bufs)
         else:
             if FREEZE_REFS:
@@ -431,11 +440,8 @@ def _refill(talk: Conversation, sides: dict, views: dict, inputs_of, b: int, n: 
     frozen, until its ping. Returns each side's delivery time on the judge's clock where the runner itself receives
     the inputs (the CPU: its process decodes them, and the candidate's code could work then): the candidate's beyond
     the reference's is charged with its ping and describe, so no work of its is off the clock."""
-    cands = [r for name, r in sides.items() if _is_cand(name)]
     if talk.mode == "cuda":
-        for cand in cands:
-            cand.freeze()   # thawed by _timed_batch just before its ping
-        _freeze_refs(sides)
+        _freeze_all(sides)   # thawed by _timed_batch just before each one's ping
         for k in range(n):
             x = inputs_of(b, k)
             for name in sides:
@@ -455,9 +461,7 @@ def _refill(talk: Conversation, sides: dict, views: dict, inputs_of, b: int, n: 
             t0 = time.perf_counter()
             talk.put(r, k, x, "timing")
             took[name] += time.perf_counter() - t0
-    for cand in cands:
-        cand.freeze()
-    _freeze_refs(sides)
+    _freeze_all(sides)
     return took
 
 
@@ -477,10 +481,9 @@ def _loop_guard(sides: dict):
                 r.thaw()
 
 
-def _freeze_refs(sides: dict) -> None:
-    """The references' runners frozen as the candidate's is (FREEZE_REFS), until _timed_batch thaws each before its
-    ping; a reference's runner is closed (which thaws it) after the loop."""
-    if FREEZE_REFS:
-        for name, r in sides.items():
-            if not _is_cand(name):
-                r.freeze()
+def _freeze_all(sides: dict) -> None:
+    """Every candidate's runner frozen, and the references' as theirs are (FREEZE_REFS), until _timed_batch thaws
+    each before its ping; a reference's runner is closed (which thaws it) after the loop."""
+    for name, r in sides.items():
+        if _is_cand(name) or FREEZE_REFS:
+            r.freeze()

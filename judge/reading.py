@@ -21,7 +21,7 @@ TIMED_FIELDS = ("time_ms", "ref_time_ms", "speedup", "compile_ref_time_ms", "spe
 def apply_timing(result: EvalResult, judge, timed: TimingResult, problem: Problem, mode: str) -> None:
     """The clock's reading onto the result, and on a GPU the roofline's checks of it (CandidateFailure)."""
     case, in_bytes, out_bytes = timed.case, timed.in_bytes, timed.out_bytes
-    judge.detail.update(timings=timed.timings, timing_case=timed.timing_case)
+    judge.detail.update(timings=timed.timings, timing_case=timed.case.describe())
     result.time_ms, result.ref_time_ms, result.speedup = timed.time_ms, timed.ref_time_ms, timed.speedup
     result.compile_ref_time_ms, result.speedup_compile = timed.compile_ref_time_ms, timed.speedup_compile
     if mode == "cuda":

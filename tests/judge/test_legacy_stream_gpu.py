@@ -37,6 +37,9 @@ def test_a_legacy_stream_kernel_is_ok_at_its_true_speed():
     assert current.status == Status.ok, current.reason
     assert old.status == Status.ok, old.reason
     assert current.detail["timing_plan"]["graphs"]["candidate"] is True
+    # every side replayed a graph: outputs described once; a side timed without one: each batch's outputs described
+    assert current.detail["timing_plan"]["described_once"] is True
+    assert old.detail["timing_plan"]["described_once"] is False
     why = old.detail["timing_plan"]["graphs"]["candidate"]
     assert isinstance(why, str) and "legacy default stream" in why
     assert abs(old.time_ms / current.time_ms - 1.0) < 0.05, (old.time_ms, current.time_ms)

@@ -21,7 +21,7 @@ def _q(v: list[float], p: float) -> float:
     return s[min(len(s) - 1, int(p * (len(s) - 1) + 0.5))]
 
 
-CAPS = {"low": charges.low, "p75": lambda v: _q(v, 0.75)}
+CAPS = {"low": charges.low, "median": statistics.median, "p75": lambda v: _q(v, 0.75)}
 
 
 def figures(plan: dict) -> dict[str, float] | None:

@@ -50,7 +50,11 @@ from kernelsearch.judge.seeds import derive_seed
 from kernelsearch.judge.status import CandidateFailure, HarnessFailure, Status
 from kernelsearch.judge.timed_check import check_batch, decoded_outs
 
-BATCH_BYTES = int(float(os.environ.get("KS_CLOCK_BATCH_GB", "8")) * 2**30)   # one side's batch's inputs + outputs (GPU)
+# One side's batch's inputs + outputs (GPU): n is as many calls as fit, at most `timing_iters` (128). H100, each starter
+# in 5 evaluations alone: 8 GiB and 50 (softmax 16 calls, 3 ms a batch; rmsnorm 50, 2.4 ms) read 1.56 % and 2.52 %
+# apart, 16 GiB and 128 (32 and 128 calls, 6 ms) 1.47 % and 0.64 %: a batch's host overhead (0.3-0.5 ms) and its
+# jitter weigh half as much; the timing stage held 1.89 s an evaluation against 1.42 (bench_harness, concurrency 8)
+BATCH_BYTES = int(float(os.environ.get("KS_CLOCK_BATCH_GB", "16")) * 2**30)
 MIN_CALLS = TIMING_MIN_CALLS
 # H100, one softmax kernel in 5 evaluations of 6 batches (16 calls, ~4.3 ms a batch): its batches varied 6.5 % within
 # an evaluation and its median 6.5 % between evaluations, the reference's (CUDA events) 0.3 %; a candidate's reading is
@@ -191,7 +195,7 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                 views[name] = talk.put_many(r, first, "timing")
                 if cuda:
                     reply, _ = talk.ask(r, {"op": "graph", "slots": list(range(n))}, "capturing a CUDA graph", "timing")
-                    plan["graphs"][name] = True if reply.get("graph") else f"no: {str(reply.get('why'))[:200]}"
+                    plan["graphs"][name] = True if reply.get("graph") else f"no: {str(reply.get('why'))[:400]}"
                 talk.ask(r, {"op": "batch", "slots": list(range(n)), "n": n}, "a priming batch", "timing")
                 if cuda:   # a ping and a describe, untimed: each side's first ones cost more than every later one
                     # (H100, rmsnorm: the candidate's first ping 10 ms against 0.3 later, its first describe 4 ms

@@ -49,11 +49,12 @@ def batch_credit(ref_overheads: list[float], cand_overheads: list[float], fixed:
     honest runner's overhead is drawn like the reference's, and under `low` (about its 25th percentile) most of its
     batches paid their excess; H100, 5 evaluations of each starter alone, 32 and 128 calls a batch (replayed by
     bench/clock_replay.py): softmax 1.47 % -> 0.93 % apart, rmsnorm 0.64 % both ways; a forger's best (every batch
-    credited the whole cap) 0.0-1.2 % under the honest figure -> 0.4-2.1 %. The candidate's runner records CUDA events around its
-    batch exactly as the reference's does (the same host work on both sides); its event time is its own word, so it
-    can only lower the credit: an honest runner whose overhead is below the reference's is charged its own (on an H200
-    the reference's overhead exceeded the candidate's by 3-6 % of a batch, and the candidate read that much fast),
-    and a forged event time moves the credit between `fixed` and the reference's overhead, never beyond."""
+    credited the whole cap) 0.0-1.2 % under the honest figure -> 0.4-2.1 %.
+    The candidate's runner records CUDA events around its batch exactly as the reference's does (the same host work
+    on both sides); its event time is its own word, so it can only lower the credit: an honest runner whose overhead
+    is below the reference's is charged its own (on an H200 the reference's overhead exceeded the candidate's by 3-6 %
+    of a batch, and the candidate read that much fast), and a forged event time moves the credit between `fixed` and
+    the reference's overhead, never beyond."""
     charged = min(max(statistics.median(ref_overheads), fixed), fixed + GRAPH_LAUNCH_CAP)
     if not cand_overheads:
         return charged, None

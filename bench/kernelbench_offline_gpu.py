@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -96,6 +97,18 @@ def _run_batch(files: list[Path], name: str, cfg: Path, db: Path, deadline: floa
     _say("$ " + " ".join(cmd))
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     t0 = time.monotonic()
+
+    def cut(sig: int) -> None:
+        if proc.poll() is None:
+            os.killpg(proc.pid, sig)
+
+    # The batch runs in a session of its own: a deadline read only between its output lines let a silent batch run
+    # on, and this script's own end (an outer `timeout`) left it holding the GPU (2026-12-07: the next call's 64
+    # evaluations all failed, out of memory beside it). A timer cuts it at the deadline; SIGTERM here kills it.
+    timer = threading.Timer(max(deadline - time.monotonic(), 0.0), cut, (signal.SIGINT,))
+    timer.daemon = True
+    timer.start()
+    signal.signal(signal.SIGTERM, lambda *_: (cut(signal.SIGKILL), os._exit(143)))
     try:
         for line in proc.stdout:
             if re.match(r"\[\d+/\d+\]|error|Traceback|batch ", line):
@@ -108,6 +121,7 @@ def _run_batch(files: list[Path], name: str, cfg: Path, db: Path, deadline: floa
             except subprocess.TimeoutExpired:
                 pass
     finally:
+        timer.cancel()
         if proc.poll() is None:
             _say(f"{name}: deadline reached, batch stopped (rerun with the same --db to resume)")
             os.killpg(proc.pid, signal.SIGINT)

@@ -39,6 +39,13 @@ def figures(plan: dict) -> dict[str, float] | None:
     # the pings' part of the side steps alone: what is left where the describe step goes (outputs described once,
     # at capture, and the candidate frozen at its batch's reply)
     pings = [(p.get("candidate", 0.0) - p.get("eager", 0.0)) / 1e3 for p in plan.get("pings_ms") or []]
+    # the pings against the reference's pings in the same place of a batch (first after the refill, or after another
+    # side's batch): the sides alternate, and whichever goes first pings ~0.1-0.2 ms slower (H100, 2026-12-07)
+    pp = plan.get("pings_ms") or []
+    first = [p.get("eager", 0.0) for i, p in enumerate(pp) if i % 2 == 1]
+    later = [p.get("eager", 0.0) for i, p in enumerate(pp) if i % 2 == 0]
+    placed = [(p.get("candidate", 0.0) - statistics.median(first if i % 2 == 0 else later)) / 1e3
+              for i, p in enumerate(pp)] if first and later else []
     out = {"events": charges.low([e * 1e3 / n for e in ce if e is not None])}
     for cap_name, cap_of in CAPS.items():
         cap = min(max(cap_of(ref_ov), fixed), fixed + charges.GRAPH_LAUNCH_CAP)
@@ -51,6 +58,9 @@ def figures(plan: dict) -> dict[str, float] | None:
                 out[f"cap {cap_name}, side {how}"] = charges.candidate_figure(per, side, n, how=how)[1]
         if pings:
             out[f"cap {cap_name}, pings batch"] = charges.candidate_figure(per, pings, n, how="batch")[1]
+        if placed:
+            out[f"cap {cap_name}, placed batch"] = charges.candidate_figure(per, placed, n, how="batch")[1]
+            out[f"cap {cap_name}, placed median"] = charges.candidate_figure(per, placed, n, how="median")[1]
     return out
 
 

@@ -190,7 +190,9 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
         views: dict[str, list] = {}
         described: dict[str, tuple] = {}
         with lease("shared"):   # slots, graphs and a priming batch (Triton's JIT, torch.compile) beside other checks
-            first = [inputs_of(-1, k) for k in range(n)]
+            # one input set in every slot for the capture and the priming batch (each batch refills them all): n
+            # sets at once were n inputs' bytes in the judge's own cache for the rest of its evaluation
+            first = [inputs_of(-1, 0)] * n
             for name, r in sides.items():
                 views[name] = talk.put_many(r, first, "timing")
                 if cuda:
@@ -285,6 +287,12 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                 del cand_out, eager_outs
                 if b + 1 >= batches[0] and all(charges.spread(v) <= TARGET_SPREAD for v in per_call.values()):
                     break
+        # Every side's runner ends here, inside the `timing` lease: nothing later asks them, and their slots and
+        # graphs (up to BATCH_BYTES a side) held past the lease were beside the next stage's (H100, 16 GiB a side,
+        # concurrency 8: 8 of 16 evaluations ran out of memory in the next one's first call or priming batch)
+        del views, static, described
+        for r in sides.values():
+            r.close()
     plan["overhead_ms"] = round(statistics.median(overheads) * 1e3, 4) if overheads else None
     figures: dict[str, float] = {}
     for c in cands:   # each candidate charged as one alone is, against the same reference batches
@@ -292,10 +300,6 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                              plan if c == "candidate" else plan.setdefault("group", {}).setdefault(c, {}))
     stage_s["timing_loop"] = round(time.perf_counter() - t_stage, 3)
     stage_s.update({f"timing_{k}": round(v, 3) for k, v in laps.items()})
-    for name, r in sides.items():
-        if not _is_cand(name):
-            r.close()
-    del views
     plan.update(steps)
     plan["batches_ms"] = raw
     med = {k: charges.low(v) for k, v in per_call.items() if not _is_cand(k)}   # every side by the same estimator
@@ -347,17 +351,18 @@ def _timed_batch(talk: Conversation, sides: dict, b: int, n: int, static: dict):
     frozen again after its describe (a side in `static`, whose outputs were described once: frozen at its batch's
     reply, not asked again). Returns the clock readings, the references' event times, the pings, each candidate's
     describe reply with its buffers, and the eager reference's outputs of the same calls (decoded: on a GPU views of
-    its runner's memory, valid until its next batch). In a re-timing group every side's batch waits for a quiet
-    device, not only the references': one candidate's work left running would slow the next one's batch."""
+    its runner's memory, valid until its next batch). Every side's batch waits for a quiet device (a re-timing
+    group's since 2026-12-06: one candidate's work left running would slow the next one's batch; alone, the
+    references' only until 2026-12-07: the judge's probe just before each of theirs made a reference's ping 0.1-0.2
+    ms faster than the candidate's in the same place, H100, and the candidate paid the difference as a side step)."""
     clock: dict[str, tuple[float, float]] = {}
     eager_outs: list | None = None
     events: dict[str, float | None] = {}
     pings: dict[str, float] = {}
     cand_out: dict[str, tuple] = {}
-    group = sum(map(_is_cand, sides)) > 1
     for name in (list(sides) if b % 2 == 0 else list(sides)[::-1]):   # neither side always first
         r = sides[name]
-        if (group or not _is_cand(name)) and talk.mode == "cuda":
+        if talk.mode == "cuda":
             quiet_device(talk, sides)   # every candidate is frozen here: nothing of one may still run on the device
         if _is_cand(name) or FREEZE_REFS:
             r.thaw()
@@ -412,7 +417,7 @@ def settle_device() -> int:
 
 
 def quiet_device(talk: Conversation, sides: dict | None = None) -> None:
-    """Before a reference's timed batch: the device runs nothing but the judge's work. SIGSTOP freezes the
+    """Before each side's timed batch: the device runs nothing but the judge's work. SIGSTOP freezes the
     candidate's host threads, not kernels it left on the device, and a kernel of another process time-slices with
     the reference's batch, so a candidate that leaves one spinning reads faster than it is. A probe kernel on the
     judge's context waits for its time slice where another context shares the device. Re-probed for a second (work
@@ -432,7 +437,7 @@ def quiet_device(talk: Conversation, sides: dict | None = None) -> None:
     took_after = min(_probe_ms() for _ in range(3))
     if took_after <= PROBE_BUSY_MS:
         raise CandidateFailure(Status.rejected, f"GPU check: the device was busy while the candidate was frozen (a "
-                               f"{PROBE_MS:.2f} ms probe took {took:.2f} ms before the reference's timed batch, and "
+                               f"{PROBE_MS:.2f} ms probe took {took:.2f} ms before a timed batch, and "
                                f"{took_after:.2f} ms once the candidate's processes were killed): work of the "
                                "candidate's kept running to slow the reference", stage="timing")
     raise HarnessFailure(f"the device was busy with another process's work during the timing (a {PROBE_MS:.2f} ms "

@@ -76,6 +76,13 @@ def main(paths: list[str]) -> int:
             print(f"{fam}: no per-batch figures (saved before timing_plan.batches_ms existed?)")
             continue
         print(f"\n{fam}: {len(figs)} evaluations, us a call; spread = (max - min) / min")
+        diffs = {0: [], 1: []}   # the candidate's ping less the eager's, by the batch's parity (who went first)
+        for r in reps:
+            for i, p in enumerate(((r.get("detail") or {}).get("timing_plan") or {}).get("pings_ms") or []):
+                diffs[i % 2].append(p.get("candidate", 0.0) - p.get("eager", 0.0))
+        if diffs[0] and diffs[1]:
+            print(f"  pings, candidate less eager, median ms: candidate first {statistics.median(diffs[0]):+.3f}, "
+                  f"eager first {statistics.median(diffs[1]):+.3f}")
         reported = [r.get("time_ms") for r in reps if r.get("time_ms")]
         lines = {"reported": reported, **{k: [f[k] for f in figs if k in f] for k in figs[0]}}
         for k, v in lines.items():

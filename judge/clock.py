@@ -50,11 +50,13 @@ from kernelsearch.judge.seeds import derive_seed
 from kernelsearch.judge.status import CandidateFailure, HarnessFailure, Status
 from kernelsearch.judge.timed_check import check_batch, decoded_outs
 
-# One side's batch's inputs + outputs (GPU): n is as many calls as fit, at most `timing_iters` (128). H100, each starter
-# in 5 evaluations alone: 8 GiB and 50 (softmax 16 calls, 3 ms a batch; rmsnorm 50, 2.4 ms) read 1.56 % and 2.52 %
-# apart, 16 GiB and 128 (32 and 128 calls, 6 ms) 1.47 % and 0.64 %: a batch's host overhead (0.3-0.5 ms) and its
-# jitter weigh half as much; the timing stage held 1.89 s an evaluation against 1.42 (bench_harness, concurrency 8)
-BATCH_BYTES = int(float(os.environ.get("KS_CLOCK_BATCH_GB", "16")) * 2**30)
+# One side's batch's inputs + outputs (GPU): n is as many calls as fit, at most `timing_iters` (128; 50 before
+# 2026-12-07). H100, each starter in 5 evaluations alone: 8 GiB and 50 calls (softmax 16 calls, 3 ms a batch; rmsnorm
+# 50, 2.4 ms) read 1.56 % and 2.52 % apart, 16 GiB and 128 (32 and 128 calls, 6 ms) 1.47 % and 0.64 %: a batch's host
+# overhead (0.3-0.5 ms) and its jitter weigh half as much; the timing stage held 1.89 s an evaluation against 1.42. Not
+# the default: in one of two bench runs at concurrency 8 with 16 GiB, 8 of 16 evaluations ran out of memory (since
+# then every runner is closed inside the timing lease and the priming batch's inputs are one set: unmeasured)
+BATCH_BYTES = int(float(os.environ.get("KS_CLOCK_BATCH_GB", "8")) * 2**30)
 MIN_CALLS = TIMING_MIN_CALLS
 # H100, one softmax kernel in 5 evaluations of 6 batches (16 calls, ~4.3 ms a batch): its batches varied 6.5 % within
 # an evaluation and its median 6.5 % between evaluations, the reference's (CUDA events) 0.3 %; a candidate's reading is

@@ -88,7 +88,7 @@ def test_the_gate_keeps_a_timing_stage_s_batches_aside():
     h100 = 80 * 2**30
     capacity, reserve = gate_capacity(h100, 2)
     assert reserve == 2 * BATCH_BYTES and capacity + reserve == int(GATE_SHARE * h100)
-    # torch.compile's reference timed too: a third side (3 x 16 GiB is over half the share: half)
+    # torch.compile's reference timed too: a third side (never more than half the share)
     assert gate_capacity(h100, 3)[1] == min(3 * BATCH_BYTES, int(GATE_SHARE * h100) // 2)
     small = 16 * 2**30
     assert gate_capacity(small, 2) == (int(GATE_SHARE * small) - int(GATE_SHARE * small) // 2,

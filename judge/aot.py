@@ -54,8 +54,7 @@ def _recording(launches: list[dict]):
         if id(self) not in binders:
             binders[id(self)] = jit.create_function_from_signature(self.signature, self.params, backend)
         bound_args, specialization, options = binders[id(self)](*args, **kwargs)
-        options, signature, constexprs, attrs = self._pack_args(backend, kwargs, bound_args, specialization,
-                                                                options)
+        options, signature, constexprs, attrs = self._pack_args(backend, kwargs, bound_args, specialization, options)
         launches.append({"fn": self, "signature": signature, "constexprs": constexprs, "attrs": attrs,
                          "options": options})
         return None

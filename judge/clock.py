@@ -50,12 +50,10 @@ from kernelsearch.judge.seeds import derive_seed
 from kernelsearch.judge.status import CandidateFailure, HarnessFailure, Status
 from kernelsearch.judge.timed_check import check_batch, decoded_outs
 
-# One side's batch's inputs + outputs (GPU): n is as many calls as fit, at most `timing_iters` (128; 50 before
-# 2026-12-07). H100, each starter in 5 evaluations alone: 8 GiB and 50 calls (softmax 16 calls, 3 ms a batch; rmsnorm
-# 50, 2.4 ms) read 1.56 % and 2.52 % apart, 16 GiB and 128 (32 and 128 calls, 6 ms) 1.47 % and 0.64 %: a batch's host
-# overhead (0.3-0.5 ms) and its jitter weigh half as much; the timing stage held 1.89 s an evaluation against 1.42. Not
-# the default: in one of two bench runs at concurrency 8 with 16 GiB, 8 of 16 evaluations ran out of memory (since
-# then every runner is closed inside the timing lease and the priming batch's inputs are one set: unmeasured)
+# One side's batch's inputs + outputs (GPU), n at most `timing_iters` (128). H100, each starter 5 times alone: 8 GiB
+# and 50 calls (softmax 16, 3 ms a batch; rmsnorm 50, 2.4 ms) read 1.56 % and 2.52 % apart, 16 GiB and 128 (6 ms) 1.47 %
+# and 0.64 %; not the default: one of its two concurrency-8 runs lost 8 of 16 evaluations out of memory (unmeasured
+# since every runner is closed inside the timing lease and the priming inputs are one set)
 BATCH_BYTES = int(float(os.environ.get("KS_CLOCK_BATCH_GB", "8")) * 2**30)
 MIN_CALLS = TIMING_MIN_CALLS
 # H100, one softmax kernel in 5 evaluations of 6 batches (16 calls, ~4.3 ms a batch): its batches varied 6.5 % within
@@ -147,7 +145,7 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
     with torch.no_grad():
         out_bytes = _nbytes(ref(*probe))
     stage_s = detail.setdefault("stage_s", {})
-    ref_cached = 0
+    ref_cached, call_ms = 0, None
     # Each reference's first call, here under a shared lease and not inside the `timing` lease below, where every
     # other evaluation's timing stage waits: torch.compile compiles on it (seconds, less from Inductor's cache), eager
     # sets up its libraries' handles. The memory it leaves cached in the runners (trusted: reference code) is counted
@@ -159,6 +157,9 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
             if not _is_cand(name):
                 talk.put(r, 0, probe, "timing")
                 talk.ask(r, {"op": "batch", "slots": [0], "n": 1}, "the reference's first call", "timing")
+                if name == "eager" and cuda:   # a second call, timed by its (trusted) events: how many calls a batch
+                    done, _ = talk.ask(r, {"op": "batch", "slots": [0], "n": 1, "events": True}, "a call", "timing")
+                    call_ms = done.get("event_ms") if type(done.get("event_ms")) in (int, float) else None
                 reply, _ = talk.ask(r, {"op": "release"}, "releasing the first call's memory", "timing")
                 ref_cached += max(0, int(reply.get("cached") or 0))
     stage_s["timing_ref_warm"] = round(time.perf_counter() - t_warm, 3)
@@ -179,10 +180,10 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                                            f"({3 * (in_bytes + out_bytes) / 2**30:.1f} GiB) do not fit beside the "
                                            f"judge's check in {free / 2**30:.1f} GiB free: torch.compile not timed")
         n, note = timing_calls(in_bytes, out_bytes, len(sides), free, settings.timing_iters if cuda else
-                               min(settings.timing_iters, 3), BATCH_BYTES, MIN_CALLS)
+                               min(settings.timing_iters, 3), BATCH_BYTES, MIN_CALLS, call_ms)
         batches = (MIN_BATCHES, MAX_BATCHES) if cuda else (1, 2)
-        mem.record()["timing"] = {
-            "calls_per_batch": n, "sides": len(sides), "free_mb": round(free / 2**20, 1)}
+        mem.record()["timing"] = {"calls_per_batch": n, "sides": len(sides), "free_mb": round(free / 2**20, 1),
+                                  "ref_call_ms": call_ms}
         if note:
             mem.note(f"timing: {note}")
         chunk = mem.plans[case.name].chunk if case.name in mem.plans else COMPARE_CHUNK
@@ -274,8 +275,7 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                         valid = cuda and isinstance(ev_c, (int, float)) and 0.0 < ev_c / 1e3 <= t_batch
                         cand_owns[name].append(t_batch - ev_c / 1e3 if valid else None)
                         if cuda:   # the loop's stopping rule reads what will be reported
-                            per_call[name] = charges.batch_times(cand_walls[name], cand_owns[name], overheads, fixed,
-                                                                 n)
+                            per_call[name] = charges.batch_times(cand_walls[name], cand_owns[name], overheads, fixed, n)
                         else:
                             per_call[name].append(max(t_batch - fixed, 0.0) * 1e3 / n)
                     elif cuda and isinstance(events.get(name), (int, float)):
@@ -289,9 +289,8 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                 del cand_out, eager_outs
                 if b + 1 >= batches[0] and all(charges.spread(v) <= TARGET_SPREAD for v in per_call.values()):
                     break
-        # Every side's runner ends here, inside the `timing` lease: nothing later asks them, and their slots and
-        # graphs (up to BATCH_BYTES a side) held past the lease were beside the next stage's (H100, 16 GiB a side,
-        # concurrency 8: 8 of 16 evaluations ran out of memory in the next one's first call or priming batch)
+        # every side's runner ends inside the `timing` lease: nothing later asks them, and their slots and graphs
+        # held past it were beside the next stage's (H100, 16 GiB a side, concurrency 8: 8 of 16 out of memory)
         del views, static, described
         for r in sides.values():
             r.close()

@@ -338,8 +338,7 @@ class Judge(OffRangeChecks):
         atol, rtol = self.problem.tolerance(case)
         self.mem.doing = f"the references and comparisons of the cache check on {case.describe()}"
         for i, inputs in enumerate(sets):
-            cmp = self._judge_values(case, outs[i], *references(ref, inputs, plan.hi or NATIVE), atol, rtol,
-                                     plan.chunk)
+            cmp = self._judge_values(case, outs[i], *references(ref, inputs, plan.hi or NATIVE), atol, rtol, plan.chunk)
             if not cmp.ok:
                 raise CandidateFailure(Status.incorrect, f"cache check: call {i} of two on different inputs of shape "
                                        f"{case.describe()} is wrong ({cmp.reason}): results are reused across "

@@ -22,6 +22,8 @@ evaluations share the device; a reference's intermediates are estimated, not kno
 """
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import asdict, dataclass
 
 import torch
@@ -29,6 +31,10 @@ import torch
 from kernelsearch.judge.correctness import COMPARE_CHUNK, flatten
 
 MARGIN = 0.5                    # the share of the free memory the judge's plan may use
+# A batch long enough that its host overhead (0.3-0.6 ms, H100) is a sliver, short enough that a slow reference (a
+# KernelBench convolution at 20 ms a call, 128 calls a side: 5 s a batch, 12 batches) does not hold the device's one
+# timing stage for a minute: about BATCH_MS of the reference's calls, and at least WIDE_BYTES of inputs
+BATCH_MS, WIDE_BYTES = float(os.environ.get("KS_CLOCK_BATCH_MS", "200")), 256 * 2**20
 TIMING_MARGIN = 0.8             # the share a timed batch's slots may use (counted exactly: n input sets and outputs)
 HARD_MARGIN = 0.95              # a case whose plain reference and outputs need more than this cannot be judged
 MIN_CHUNK = 1 << 12
@@ -154,12 +160,15 @@ def calls_that_fit(in_b: int, out_b: int, sides: int, free: int) -> int:
 
 
 def timing_calls(in_b: int, out_b: int, sides: int, free: int, want: int, batch_bytes: int,
-                 min_calls: int) -> tuple[int, str | None]:
+                 min_calls: int, call_ms: float | None = None) -> tuple[int, str | None]:
     """Calls per timed batch: at most `want` and `batch_bytes` of inputs and outputs a side, and what fits beside the
     judge's check (an input set, the reference's output and its float32 one, the first call's) in TIMING_MARGIN of
     the free memory across every side's slots (these are counted exactly, hence the larger share). At least one;
-    under `min_calls` with a note."""
+    under `min_calls` with a note. `call_ms`, a reference call's device time: at most the calls of BATCH_MS, unless
+    their inputs would come under WIDE_BYTES (the L2 must not hold a batch's inputs)."""
     per_call = max(in_b + out_b, 1)
+    if call_ms and call_ms > 0:
+        want = min(want, max(math.ceil(BATCH_MS / call_ms), math.ceil(WIDE_BYTES / max(in_b, 1))))
     wanted = max(min_calls, min(want, batch_bytes // per_call))
     fit = calls_that_fit(in_b, out_b, sides, free)
     n = max(1, min(wanted, fit))

@@ -236,8 +236,7 @@ def _cu():
         }
         _driver["open"].argtypes = [ctypes.POINTER(ctypes.c_uint64), _Handle, ctypes.c_uint]
         _driver["get_handle"].argtypes = [ctypes.POINTER(_Handle), ctypes.c_uint64]
-        _driver["range"].argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t),
-                                     ctypes.c_uint64]
+        _driver["range"].argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t), ctypes.c_uint64]
         _driver["close"].argtypes = [ctypes.c_uint64]
     return _driver
 

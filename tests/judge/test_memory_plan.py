@@ -3,6 +3,7 @@ out-of-memory error in the judge's own work reported as the harness's failure, n
 KernelBench's own sizes on one H200)."""
 from __future__ import annotations
 
+import math
 import textwrap
 
 import pytest
@@ -112,6 +113,21 @@ def test_timed_batches_are_sized_to_the_device():
     assert n == 2 and note is None
     n, note = timing_calls(relu, relu, 2, 33 * 2**30, 50, 8 * 2**30, 2)
     assert n == 1 and note
+
+
+def test_a_slow_reference_gets_batches_of_about_batch_ms():
+    """A reference call's device time caps a batch at about BATCH_MS of its calls, never below WIDE_BYTES of inputs
+    (the L2 must not hold them); a fast one is capped by memory and `timing_iters` as before."""
+    from kernelsearch.judge.memory import BATCH_MS, WIDE_BYTES
+
+    big = 64 * 2**30
+    assert timing_calls(200 * MB, 200 * MB, 2, big, 128, 8 * 2**30, 2, 20.0)[0] == math.ceil(BATCH_MS / 20.0)
+    small = 10 * MB   # slow calls on small inputs: as many as make WIDE_BYTES of inputs
+    assert timing_calls(small, small, 2, big, 128, 8 * 2**30, 2, 20.0)[0] == math.ceil(WIDE_BYTES / small)
+    rms = 64 * MB   # rmsnorm's timed case, its eager reference at 0.535 ms a call: 8 GiB of slots decide
+    assert timing_calls(rms, rms, 2, big, 128, 8 * 2**30, 2, 0.535)[0] == 8 * 2**30 // (2 * rms)
+    assert timing_calls(200 * MB, 200 * MB, 2, big, 128, 8 * 2**30, 2, None)[0] == 8 * 2**30 // (400 * MB)
+    assert timing_calls(200 * MB, 200 * MB, 2, big, 128, 8 * 2**30, 2, 1e4)[0] == 2   # at least min_calls
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 4096, 1 << 25])

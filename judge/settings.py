@@ -16,7 +16,7 @@ class EvalSettings(BaseModel):
 
     timeout_s: float = Field(default=300.0, gt=0)   # per candidate, whole evaluation; its processes are killed after
     trials: int = Field(default=2, ge=1)            # fresh-input correctness trials per shape case
-    timing_iters: int = Field(default=128, ge=1)     # timed calls per side (GPU); the CPU interpreter uses fewer
+    timing_iters: int = Field(default=128, ge=1)    # timed calls per side (GPU); the CPU interpreter uses fewer
     compare_compile: bool = False                   # also time torch.compile(reference), side by side
     allow_degenerate_problem: bool = False          # run even if the reference output barely varies
     fork_server: bool = True                        # processes forked from a torch-loaded parent (CPU and GPU)

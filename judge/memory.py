@@ -31,10 +31,11 @@ import torch
 from kernelsearch.judge.correctness import COMPARE_CHUNK, flatten
 
 MARGIN = 0.5                    # the share of the free memory the judge's plan may use
-# A batch long enough that its host overhead (0.3-0.6 ms, H100) is a sliver, short enough that a slow reference (a
-# KernelBench convolution at 20 ms a call, 128 calls a side: 5 s a batch, 12 batches) does not hold the device's one
-# timing stage for a minute: about BATCH_MS of the reference's calls, and at least WIDE_BYTES of inputs
-BATCH_MS, WIDE_BYTES = float(os.environ.get("KS_CLOCK_BATCH_MS", "200")), 256 * 2**20
+# A batch long enough that its host overhead (0.3-0.6 ms, H100) is a sliver, even for a candidate 100x faster than its
+# reference, and short enough that a slow reference (a KernelBench convolution at 20 ms a call, 128 calls a side: 2.6 s
+# a batch, 12 batches) does not hold the device's one timing stage for a minute: about BATCH_MS of the reference's
+# calls, and at least WIDE_BYTES of inputs
+BATCH_MS, WIDE_BYTES = float(os.environ.get("KS_CLOCK_BATCH_MS", "500")), 256 * 2**20
 TIMING_MARGIN = 0.8             # the share a timed batch's slots may use (counted exactly: n input sets and outputs)
 HARD_MARGIN = 0.95              # a case whose plain reference and outputs need more than this cannot be judged
 MIN_CHUNK = 1 << 12

@@ -121,8 +121,8 @@ def test_a_slow_reference_gets_batches_of_about_batch_ms():
     from kernelsearch.judge.memory import BATCH_MS, WIDE_BYTES
 
     big = 64 * 2**30
-    assert timing_calls(200 * MB, 200 * MB, 2, big, 128, 8 * 2**30, 2, 20.0)[0] == math.ceil(BATCH_MS / 20.0)
-    small = 10 * MB   # slow calls on small inputs: as many as make WIDE_BYTES of inputs
+    assert timing_calls(100 * MB, 100 * MB, 2, big, 128, 8 * 2**30, 2, 20.0)[0] == math.ceil(BATCH_MS / 20.0)
+    small = 4 * MB   # slow calls on small inputs: as many as make WIDE_BYTES of inputs
     assert timing_calls(small, small, 2, big, 128, 8 * 2**30, 2, 20.0)[0] == math.ceil(WIDE_BYTES / small)
     rms = 64 * MB   # rmsnorm's timed case, its eager reference at 0.535 ms a call: 8 GiB of slots decide
     assert timing_calls(rms, rms, 2, big, 128, 8 * 2**30, 2, 0.535)[0] == 8 * 2**30 // (2 * rms)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Optional
@@ -206,6 +207,9 @@ def _refused(err, as_json: bool) -> None:
 
 
 def main() -> None:
+    # SIGTERM (a job manager, `timeout`, a container's stop) stops a command as Ctrl-C does: a run is marked
+    # `interrupted` and its pool closed, where the default action left it `running` in the store
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     app()
 
 

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -48,6 +50,7 @@ def _evaluations(db: Path) -> int:
         return 0
 
 
+@pytest.mark.slow   # a real search on the CPU: beside the quick suite's timed retries it slowed one past its bound
 def test_a_run_stopped_by_sigterm_is_interrupted_and_leaves_no_process(tmp_path):
     db = tmp_path / "runs.db"
     env = {**os.environ, "TRITON_INTERPRET": "1"}

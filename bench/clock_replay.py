@@ -38,10 +38,10 @@ def figures(plan: dict) -> dict[str, float] | None:
     side = [s / 1e3 for s in plan.get("side_steps_ms") or []]
     # the pings' part of the side steps alone: what is left where the describe step goes (outputs described once,
     # at capture, and the candidate frozen at its batch's reply)
-    pings = [(p.get("candidate", 0.0) - p.get("eager", 0.0)) / 1e3 for p in plan.get("pings_ms") or []]
+    pp = plan.get("pings_ms") or []
+    pings = [(p.get("candidate", 0.0) - p.get("eager", 0.0)) / 1e3 for p in pp]
     # the pings against the reference's pings in the same place of a batch (first after the refill, or after another
     # side's batch): the sides alternate, and whichever goes first pings ~0.1-0.2 ms slower (H100, 2026-12-07)
-    pp = plan.get("pings_ms") or []
     first = [p.get("eager", 0.0) for i, p in enumerate(pp) if i % 2 == 1]
     later = [p.get("eager", 0.0) for i, p in enumerate(pp) if i % 2 == 0]
     placed = [(p.get("candidate", 0.0) - statistics.median(first if i % 2 == 0 else later)) / 1e3

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import re
 import time
 
 import pytest
@@ -163,12 +164,18 @@ def test_429_retry_after_in_whole_seconds(llm):
     assert 0.95 <= gap < 1.5, gap
 
 
-def test_backoff_without_retry_after_is_capped(llm):
+def test_backoff_without_retry_after_is_capped(llm, caplog):
     llm.script(Fail(503), Fail(503), Reply("done"))
-    reply = call(make(llm, "openai-compatible", retry_cap_s=0.4))  # base 0.4 s: waits 0.4-0.8, capped 0.4
+    with caplog.at_level(logging.WARNING, logger="kernelsearch.agent.retry"):
+        reply = call(make(llm, "openai-compatible", retry_cap_s=0.4))  # base 0.4 s: 0.4-0.8, then 0.8-1.6; cap 0.4
     assert reply.attempts == 3
+    # The waits chosen (logged before each sleep) are the cap itself; uncapped, the second is at least 0.8 s.
+    waits = [float(m) for m in re.findall(r"retrying in ([0-9.]+) s", caplog.text)]
+    assert waits == [0.4, 0.4], caplog.text
+    # ...and were slept: the server saw each retry no sooner than the wait (an upper bound here would be a
+    # timing race on a loaded 2-core machine; the cap is asserted above, from the chosen waits).
     at = [r.at for r in llm.requests]
-    assert 0.38 <= at[1] - at[0] < 0.7 and 0.38 <= at[2] - at[1] < 0.7
+    assert 0.38 <= at[1] - at[0] < 5 and 0.38 <= at[2] - at[1] < 5
 
 
 def test_retry_after_is_capped(llm):

@@ -46,7 +46,7 @@ EXPECT = {
     "fp16": ("incorrect", "precision check"),
     "hardcoded_width": ("incorrect", "wide-odd"),
 }
-GPU_ONLY = {"side_stream"}
+GPU_ONLY = {"side_stream", "frozen_replay"}   # frozen_replay: tests/judge/test_frozen_replay.py
 
 
 @pytest.fixture(scope="module")

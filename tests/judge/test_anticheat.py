@@ -12,11 +12,11 @@ import torch
 
 from kernelsearch.families import load_family
 from kernelsearch.families.softmax import STARTER
-from kernelsearch.judge.anticheat import check_problem_variance
 from kernelsearch.judge.problem import load_file
 from kernelsearch.judge.settings import EvalSettings
 from kernelsearch.judge.static import scan_source
 from kernelsearch.judge.status import CandidateFailure
+from kernelsearch.problem_check import check_problem_variance
 from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings
 
 CHEATS = Path(__file__).resolve().parents[1] / "fixtures" / "cheats"

@@ -31,6 +31,7 @@ def _preload(prime: bool = False) -> None:
 
     if prime:   # a GPU pool's (argv "prime"): the meta device's first import (torch._dynamo, about 1 s) made once
         # here, not in every judge; frozen before forking, so no child's collections walk (and copy-on-write) it
+        import kernelsearch.judge.agree  # noqa: F401 - the timed outputs' check kernel, defined once here
         from kernelsearch.judge.memory import prime as prime_judge
 
         prime_judge(freeze=True)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call, in three parts that each write under $OUT as they go (a cut-off call keeps what finished):
+# One device call: the clock's GPU tests (TESTS=1), then three parts that each write under $OUT as they go (a cut-off call keeps what finished):
 #  1. the harness bench under SETTINGS (default: the defaults, then a shared hold a trial, KS_CLOCK_HOLD_MB=0),
 #     HARNESS_S seconds each, every result saved as JSON lines (bench/clock_replay.py reads them);
 #  2. a KernelBench batch (carry kb/) for KB_S seconds: its evaluations and re-timings a minute, and out-of-memory
@@ -8,6 +8,10 @@
 #   . bench/device_env.sh; bash bench/gpu_call_session.sh
 set -u
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.used --format=csv,noheader | tee "$OUT/smi.txt"
+if [ "${TESTS:-1}" = 1 ]; then   # the GPU tests of the clock's graph path and its output check, first (seconds)
+  timeout "${TESTS_S:-200}" python3 -m pytest -q -p no:cacheprovider -rs tests/judge/test_frozen_replay.py \
+    tests/judge/test_agree_kernel.py tests/judge/test_legacy_stream_gpu.py 2>&1 | tee "$OUT/gpu_tests.txt" | tail -8
+fi
 SETTINGS="${SETTINGS-;KS_CLOCK_HOLD_MB=0}" PER_FAMILY="${PER_FAMILY:-8}" HARNESS_S="${HARNESS_S:-100}" \
   bash bench/gpu_call_settings.sh
 if [ "${KB_S:-190}" -gt 30 ] && [ -d kb/level1 ]; then

@@ -15,6 +15,8 @@ from kernelsearch.judge.agree import BLOCK, count_over
 from kernelsearch.judge.correctness import agreement
 
 ATOL, RTOL = 1e-5, 1e-4
+# the interpreter on CPU tensors here; on a GPU machine (no interpreter) the compiled kernel on the GPU's
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _torch_count(g, h, atol, rtol) -> int:
@@ -56,6 +58,7 @@ def test_the_kernel_counts_what_the_torch_form_counts(dtype, hdtype, n):
     tol = (ATOL, RTOL) if dtype == torch.float32 else (1e-2, 1e-2)
     seen = set()
     for name, g, h in _cases(dtype, hdtype, n):
+        g, h = g.to(DEVICE), h.to(DEVICE)
         got = int(count_over(g, h, *tol)[0])
         assert got == _torch_count(g, h, *tol), (name, dtype, hdtype, n)
         # and the quick yes the judge reads is the torch form's
@@ -65,8 +68,8 @@ def test_the_kernel_counts_what_the_torch_form_counts(dtype, hdtype, n):
 
 
 def test_an_empty_output_agrees_and_a_reference_of_another_shape_goes_to_compare():
-    assert int(count_over(torch.zeros(0), torch.zeros(0), ATOL, RTOL)[0]) == 0
-    h = torch.randn(8, 8)
+    assert int(count_over(torch.zeros(0, device=DEVICE), torch.zeros(0, device=DEVICE), ATOL, RTOL)[0]) == 0
+    h = torch.randn(8, 8, device=DEVICE)
     assert agreement(h, h, h.reshape(64), ATOL, RTOL) is None   # never a read past the reference's end
 
 

@@ -11,6 +11,7 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.used --format=csv,noh
 if [ "${TESTS:-1}" = 1 ]; then   # the GPU tests of the clock's graph path and its output check, first (seconds)
   timeout "${TESTS_S:-200}" python3 -m pytest -q -p no:cacheprovider -rs tests/judge/test_frozen_replay.py \
     tests/judge/test_agree_kernel.py tests/judge/test_legacy_stream_gpu.py 2>&1 | tee "$OUT/gpu_tests.txt" | tail -8
+  timeout 120 python3 bench/check_kernel_gpu.py 2>&1 | tee "$OUT/check_kernel.txt" | tail -6
 fi
 SETTINGS="${SETTINGS-;KS_CLOCK_HOLD_MB=0}" PER_FAMILY="${PER_FAMILY:-8}" HARNESS_S="${HARNESS_S:-100}" \
   bash bench/gpu_call_settings.sh

@@ -24,10 +24,12 @@ def flatten(out) -> list:
     return [out]
 
 
-def compare(got, want, want_hi, atol: float, rtol: float, chunk: int = COMPARE_CHUNK) -> Comparison:
+def compare(got, want, want_hi, atol: float, rtol: float, chunk: int = COMPARE_CHUNK,
+            values: bool = True) -> Comparison:
     """`want` is the reference at the problem's dtype (it fixes dtype, shape, device); `want_hi` the same
     computed in higher precision (float64 where affordable), which the values are measured against. The values are
-    compared `chunk` elements at a time, so the float64 temporaries are bounded (judge/memory.py)."""
+    compared `chunk` elements at a time, so the float64 temporaries are bounded (judge/memory.py). `values=False`:
+    the structure only (counts, types, shapes, dtypes, devices, and non-tensor items)."""
     gots, wants, his = flatten(got), flatten(want), flatten(want_hi)
     if len(gots) != len(wants):
         return Comparison(False, f"returned {len(gots)} outputs, the reference returns {len(wants)}")
@@ -49,6 +51,8 @@ def compare(got, want, want_hi, atol: float, rtol: float, chunk: int = COMPARE_C
         # an integer or bool output (argmax's indices) is compared exactly: a tolerance relative to the value
         # would let an index past 1/rtol be off by one
         exact = not (w.is_floating_point() or w.is_complex())
+        if not values:
+            continue
         c = _compare_values(g, h, 0.0 if exact else atol, 0.0 if exact else rtol, chunk)
         if not c.ok:
             c.reason = tag + c.reason

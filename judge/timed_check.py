@@ -30,11 +30,15 @@ def check_batch(talk: Conversation, r: RunnerClient, reply: dict, bufs: list, in
            eager_outs: list | None, atol: float, rtol: float, chunk: int = COMPARE_CHUNK) -> None:
     """Every output of the candidate's timed batch against the reference on that call's inputs (runner frozen).
 
-    The batch's first call is judged by `compare` in full (types, shapes, dtypes, values) against the judge's own
-    reference; the others by `agreement` with the eager reference's output of the same call in the same batch (its
-    runner is trusted, never loaded the candidate, and ran the same inputs), whose yes/no stays on the device until
-    one read for the whole batch. A call that disagrees is then judged by `compare` against the judge's own reference,
-    which decides (an honest output a hair outside the tolerance of eager's rounded one passes there).
+    The batch's first call's structure (types, shapes, dtypes, devices) is checked by `compare` against the eager
+    reference's output of the same call (its values too, in full against the judge's own reference, where eager's
+    outputs are missing); every call's values by `agreement` with the eager reference's output of the same call in
+    the same batch (its runner is trusted, never loaded the candidate, and ran the same inputs), whose yes/no stays on
+    the device until one read for the whole batch. (The first call's full compare, a float64 copy of each side and
+    about twenty passes, plus its own reference's inputs and forward, cost about as much as the other fifteen calls'
+    agreements once these were one pass each: judge/agree.py.) A call that disagrees is then judged by `compare`
+    against the judge's own reference, which decides (an honest output a hair outside the tolerance of eager's
+    rounded one passes there).
     Reading eager's outputs instead of recomputing each call's reference here takes the inputs' generation and a
     forward of the reference per call out of the exclusive lease (a synchronisation and a deep copy per call once
     cost 10 ms a call on an H200: 1.46 s of a softmax evaluation's 1.89 s timing loop). Where eager's outputs are
@@ -64,6 +68,9 @@ def check_batch(talk: Conversation, r: RunnerClient, reply: dict, bufs: list, in
                 raise CandidateFailure(Status.crash, f"a timed call's output is malformed: {err}",
                                        stage="timing") from None
             flag = None
+            if like is None and eager_outs is not None and compare(got, eager_outs[k], eager_outs[k], atol, rtol,
+                                                                   values=False).ok:
+                like = eager_outs[k]   # eager's structure: this call's values by `agreement` too, as every other's
             if like is not None:
                 with torch.no_grad():
                     want32 = eager_outs[k] if eager_outs is not None else references(

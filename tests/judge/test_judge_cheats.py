@@ -43,7 +43,7 @@ def _pool_isolates() -> bool:
 
 
 # honest while it is checked, nothing once it is timed: every timed output is checked, so it is incorrect at timing
-KNOWS_TIMED = {"count_calls", "batch_first_only"}
+KNOWS_TIMED = {"count_calls", "batch_first_only", "first_spoiled"}
 # a helper process in a session of its own, which freezing the runner's group would miss: rejected (process check)
 ESCAPED = {"escaped_process"}
 PROCESS = {"store_forgery"}   # judged by what it did to the store and what it read, in tests of their own

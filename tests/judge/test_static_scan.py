@@ -85,7 +85,8 @@ STATIC_FIXTURES = {
     "proc_mem_seed": "import check",
 }
 # cheats the scan cannot see (they use only what honest code uses: their defence is the judge's process boundary)
-RUN_TIME_FIXTURES = {"forged_result", "replay", "count_calls", "batch_first_only", "store_forgery", "escaped_process"}
+RUN_TIME_FIXTURES = {"forged_result", "replay", "count_calls", "batch_first_only", "first_spoiled", "store_forgery",
+                     "escaped_process"}
 
 
 def test_every_judge_fixture_is_classified():

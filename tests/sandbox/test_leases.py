@@ -183,7 +183,7 @@ def test_the_timing_stages_shared_part_drains_the_device_beside_it(early):
     assert at["loop+"] >= at["old-"]                         # the loop waited for it to end
     if early:
         assert at["new+"] >= at["timing-"]                   # no check started while the stage held the device
-        assert at["loop+"] - at["old-"] < 0.08   # the loop began once the old check ended (not at the new one's end, +0.1)
+        assert at["loop+"] - at["old-"] < 0.08   # the loop began once the old check ended (the new one: +0.1)
     else:
         assert at["new+"] < at["prep+"] + 0.1                # a check asked during the prep started during it
         assert at["loop+"] >= at["new-"]                     # and the loop waited for it too

@@ -23,15 +23,15 @@ def _count_over(g_ptr, h_ptr, bad_ptr, n, atol, rtol, BLOCK: tl.constexpr):
     g = tl.load(g_ptr + at, mask=inside, other=0.0).to(tl.float32)
     h = tl.load(h_ptr + at, mask=inside, other=0.0).to(tl.float32)
     ok = tl.abs(g - h) - rtol * tl.abs(h) <= atol   # masked lanes read 0 against 0: ok
-    bad = tl.sum((ok == 0).to(tl.int32), axis=0)
+    bad = tl.sum((ok == 0).to(tl.int64), axis=0)   # int64: no count wraps round to 0
     tl.atomic_add(bad_ptr, bad, mask=bad > 0)
 
 
 def count_over(g: torch.Tensor, h: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
     """The number of values of `g` that fail the test against `h` (same number of elements, same device; any float
-    dtypes, read in float32), as a 1-element int32 tensor left on the device."""
+    dtypes, read in float32), as a 1-element int64 tensor left on the device."""
     gf, hf = g.detach().reshape(-1), h.detach().reshape(-1)
-    bad = torch.zeros(1, dtype=torch.int32, device=g.device)
+    bad = torch.zeros(1, dtype=torch.int64, device=g.device)
     if gf.numel():
         _count_over[(triton.cdiv(gf.numel(), BLOCK),)](gf, hf, bad, gf.numel(), float(atol), float(rtol), BLOCK=BLOCK)
     return bad

@@ -79,7 +79,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from kernelsearch.judge.agree import _count_over
 for g, h in (("*bf16", "*bf16"), ("*fp32", "*fp32"), ("*fp16", "*fp32"), ("*bf16", "*fp64")):
-    sig = {"g_ptr": g, "h_ptr": h, "bad_ptr": "*i32", "n": "i64", "atol": "fp32", "rtol": "fp32", "BLOCK": "constexpr"}
+    sig = {"g_ptr": g, "h_ptr": h, "bad_ptr": "*i64", "n": "i64", "atol": "fp32", "rtol": "fp32", "BLOCK": "constexpr"}
     k = triton.compile(ASTSource(fn=_count_over, signature=sig, constexprs={"BLOCK": 4096}),
                        target=GPUTarget("cuda", 90, 32))
     ptx = k.asm["ptx"]

@@ -287,7 +287,8 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                     check_batch(talk, sides[c], *cand_out[c], inputs_of, b, n, ref, eager_outs, atol, rtol, chunk)
                 laps["check"] += time.perf_counter() - t_lap
                 del cand_out, eager_outs
-                if b + 1 >= batches[0] and all(charges.spread(v) <= TARGET_SPREAD for v in per_call.values()):
+                if b + 1 >= batches[0] and all(charges.spread(v) <= TARGET_SPREAD for v in per_call.values()) and all(
+                        charges.side_settled(per_call[c], side_steps[c], n) for c in cands):   # charges.py: why
                     break
         # every side's runner ends inside the `timing` lease: nothing later asks them, and their slots and graphs
         # held past it were beside the next stage's (H100, 16 GiB a side, concurrency 8: 8 of 16 out of memory)

@@ -3,7 +3,7 @@ import statistics
 
 import pytest
 
-from kernelsearch.judge.charges import GRAPH_LAUNCH_CAP, batch_credit, batch_times, candidate_figure, low
+from kernelsearch.judge.charges import GRAPH_LAUNCH_CAP, batch_credit, batch_times, candidate_figure, low, side_settled
 
 MS = 1e-3
 FIXED = 0.1 * MS
@@ -139,3 +139,23 @@ def test_forged_events_gain_no_more_than_the_reference_overhead(owns):
     assert min(times) >= floor - 1e-12
     if owns[0] == 0.0:   # events claiming the whole wall: credited only the empty batch's cost
         assert times[0] == pytest.approx((EV + 0.2 * MS - FIXED) * 1e3 / 50)
+
+
+# When the loop may stop (charges.side_settled): only once the side steps' charge is small beside the figure.
+def test_the_loop_stops_only_once_the_side_steps_have_settled():
+    per_call = [T] * 4
+    assert side_settled(per_call, [], N)                                       # no side steps (no ping)
+    assert side_settled(per_call, [3e-4, -3e-4, 2e-4, -2e-4], N)               # noise whose median is 0
+    # four batches whose pings' median runs 0.1 ms over the reference's: 2 us a call on 50 calls of T, 4 % of it
+    assert not side_settled(per_call, [2.2e-4, -1.4e-4, 0.5e-4, 1.5e-4], N)
+    # twelve, the same noise settling: the median back near 0
+    assert side_settled([T] * 12, [2.2e-4, -1.4e-4, 0.5e-4, 1.5e-4, -2e-4, -1e-4, 0.3e-4, -0.5e-4, 1e-4, -1.2e-4,
+                                   0.2e-4, -0.3e-4], N)
+
+
+def test_work_moved_into_every_ping_never_settles_and_is_charged_in_full():
+    """A runner doing part of its work in its ping (fast batches, slow pings) keeps the loop running to its last
+    batch; its figure is what the whole work takes, as before this rule."""
+    per_call = [T - W * 1e3 / N] * 12
+    assert not side_settled(per_call, [W] * 12, N)
+    assert candidate_figure(per_call, [W] * 12, N)[1] == pytest.approx(T)

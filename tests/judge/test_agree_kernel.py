@@ -93,3 +93,26 @@ def test_the_kernel_compiles_for_sm90():
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split("\n")[:4] == [f"{g} {h} True" for g, h in (("*bf16", "*bf16"), ("*fp32", "*fp32"),
                                                                         ("*fp16", "*fp32"), ("*bf16", "*fp64"))]
+
+
+def test_agreement_runs_the_kernel_where_told_and_falls_back_to_torch_if_it_fails(monkeypatch):
+    from kernelsearch.judge import agree, correctness
+
+    h = torch.randn(3000)
+    bad = h.clone()
+    bad[-1] += 1.0
+    monkeypatch.setattr(correctness, "ONE_PASS_DEVICES", {"cpu", "cuda"})
+    monkeypatch.setattr(correctness, "_ONE_PASS", [True])
+    monkeypatch.setattr(correctness, "_ONE_PASS_ERRORS", [])
+    launched = []
+    real = agree.count_over
+    monkeypatch.setattr(agree, "count_over", lambda *a: launched.append(1) or real(*a))
+    assert bool(agreement(h, h, h, ATOL, RTOL)) and not bool(agreement(bad, h, h, ATOL, RTOL))
+    assert len(launched) == 2   # the kernel answered both, under the interpreter
+
+    def broken(*a):
+        raise RuntimeError("no launcher here")
+
+    monkeypatch.setattr(agree, "count_over", broken)
+    assert bool(agreement(h, h, h, ATOL, RTOL)) and not bool(agreement(bad, h, h, ATOL, RTOL))   # the torch form
+    assert correctness._ONE_PASS == [] and correctness._ONE_PASS_ERRORS == ["RuntimeError: no launcher here"]

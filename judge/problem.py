@@ -275,35 +275,6 @@ OWN_ONLY = "own-only"   # the case name of a file whose sizes are not module-lev
 CPU_MAX_INPUT_ELEMENTS = 1 << 20
 
 
-def interpreter_size_error(problem: Problem) -> str | None:
-    """On a machine without a GPU: one line saying the problem's interpreter case is too large for Triton's
-    interpreter (learned on the meta device, nothing drawn), or None. A family's CPU cases are sized for it."""
-    if problem.builtin:
-        return None
-    case = problem.cpu_timed_case()
-    where = f"problem {problem.name}"
-    try:
-        if case.timed:
-            values = probe_inputs(problem.module, where)
-        else:
-            with torch.device("meta"):
-                values = list(_sized_module(problem, case.params).get_inputs())
-    except ProblemError:
-        raise
-    except Exception:   # noqa: BLE001 - sizes that cannot be learned are not refused here
-        return None
-    tensors = [v for v in values if isinstance(v, torch.Tensor)]
-    n = sum(t.numel() for t in tensors)
-    if n <= CPU_MAX_INPUT_ELEMENTS:
-        return None
-    mb = sum(t.numel() * t.element_size() for t in tensors) / 1e6
-    why = ("its sizes are not module-level integers (batch_size = 16), so no smaller case can be derived"
-           if case.name == OWN_ONLY else "no smaller case of it runs the reference")
-    return (f"{where}: its inputs are {n:,} elements ({mb:,.0f} MB), too large for Triton's interpreter on this "
-            f"machine without a GPU (at most {CPU_MAX_INPUT_ELEMENTS:,}); {why}: run it where there is a GPU "
-            "(device: cuda), or write its sizes as module-level integers")
-
-
 def module_sizes(source: str) -> dict[str, int]:
     """The file's module-level `NAME = <int>` assignments (each name assigned once) whose value is a size."""
     try:

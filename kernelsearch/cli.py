@@ -146,10 +146,11 @@ def eval_(problem: str = typer.Argument(..., help="a built-in family (softmax) o
                                           "(matmul,linear; evaluation.allow_torch in a config)")) -> None:
     """Evaluate one candidate file against one problem, in a sandboxed worker."""
     from kernelsearch.families import load_problem
-    from kernelsearch.judge.problem import ProblemError, interpreter_size_error
+    from kernelsearch.judge.problem import ProblemError
     from kernelsearch.judge.settings import EvalSettings
     from kernelsearch.judge.static import check_size
     from kernelsearch.judge.status import CandidateFailure
+    from kernelsearch.problem_check import interpreter_size_error
     from kernelsearch.sandbox.pool import EvaluatorPool, PoolSettings, detect_mode
 
     if not candidate.is_file():

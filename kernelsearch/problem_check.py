@@ -1,6 +1,7 @@
-"""The problem-level checks a run makes before it searches (kernelsearch/runner.py `check_problem`), in the command's
-own process: the reference's outputs must be tensors, and must vary across inputs (anti-cheat check 12: a problem
-whose reference output is (near) constant lets zeros or a constant pass). They judge the user's problem, never a
+"""The problem-level checks a run makes before it searches (kernelsearch/runner.py `check_problem`, and `kernelsearch
+bench`), in the command's own process: on a machine without a GPU, inputs small enough for Triton's interpreter; the
+reference's outputs must be tensors, and must vary across inputs (anti-cheat check 12: a problem whose reference
+output is (near) constant lets zeros or a constant pass). They judge the user's problem, never a
 candidate, so they live outside the judge (kernelsearch.judge, the part a candidate attacks: tests/test_layering.py
 keeps it small)."""
 from __future__ import annotations
@@ -8,7 +9,14 @@ from __future__ import annotations
 import torch
 
 from kernelsearch.judge.correctness import flatten
-from kernelsearch.judge.problem import ProblemError
+from kernelsearch.judge.problem import (
+    CPU_MAX_INPUT_ELEMENTS,
+    OWN_ONLY,
+    Problem,
+    ProblemError,
+    _sized_module,
+    probe_inputs,
+)
 
 
 def _check_outputs(problem, out) -> None:
@@ -64,3 +72,32 @@ def check_problem_variance(problem, n_inputs: int = 4, rel_eps: float = 1e-6) ->
         return True, (f"variance check: problem {problem.name}'s reference output is (near) constant across "
                       f"{n_inputs} inputs (max std {spread:.3g}, scale {scale:.3g}): zeros or a constant would pass")
     return False, f"problem {problem.name}: output varies across inputs (max std {spread:.3g})"
+
+
+def interpreter_size_error(problem: Problem) -> str | None:
+    """On a machine without a GPU: one line saying the problem's interpreter case is too large for Triton's
+    interpreter (learned on the meta device, nothing drawn), or None. A family's CPU cases are sized for it."""
+    if problem.builtin:
+        return None
+    case = problem.cpu_timed_case()
+    where = f"problem {problem.name}"
+    try:
+        if case.timed:
+            values = probe_inputs(problem.module, where)
+        else:
+            with torch.device("meta"):
+                values = list(_sized_module(problem, case.params).get_inputs())
+    except ProblemError:
+        raise
+    except Exception:   # noqa: BLE001 - sizes that cannot be learned are not refused here
+        return None
+    tensors = [v for v in values if isinstance(v, torch.Tensor)]
+    n = sum(t.numel() for t in tensors)
+    if n <= CPU_MAX_INPUT_ELEMENTS:
+        return None
+    mb = sum(t.numel() * t.element_size() for t in tensors) / 1e6
+    why = ("its sizes are not module-level integers (batch_size = 16), so no smaller case can be derived"
+           if case.name == OWN_ONLY else "no smaller case of it runs the reference")
+    return (f"{where}: its inputs are {n:,} elements ({mb:,.0f} MB), too large for Triton's interpreter on this "
+            f"machine without a GPU (at most {CPU_MAX_INPUT_ELEMENTS:,}); {why}: run it where there is a GPU "
+            "(device: cuda), or write its sizes as module-level integers")

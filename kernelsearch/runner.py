@@ -47,8 +47,8 @@ def check_problem(cfg: Config):
     fails, is a RunError of one line. Refuse a problem whose reference output is (near) constant: zeros or a
     constant would pass it."""
     from kernelsearch.families import load_problem
-    from kernelsearch.judge.problem import ProblemError, describe_exception, interpreter_size_error
-    from kernelsearch.problem_check import check_problem_variance
+    from kernelsearch.judge.problem import ProblemError, describe_exception
+    from kernelsearch.problem_check import check_problem_variance, interpreter_size_error
 
     try:
         problem = load_problem(cfg.problem)

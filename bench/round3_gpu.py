@@ -57,7 +57,7 @@ def probe_figures() -> None:
     """The quiet-device probe (judge/clock.py) on an idle device and beside a process spinning sleep kernels."""
     import torch
 
-    from kernelsearch.judge.clock import PROBE_BUSY_MS, _probe_ms
+    from kernelsearch.judge.quiet import PROBE_BUSY_MS, _probe_ms
 
     def walls(k: int = 40) -> list[float]:
         out = []

@@ -46,8 +46,8 @@ from kernelsearch.judge.conversation import Conversation
 from kernelsearch.judge.correctness import COMPARE_CHUNK
 from kernelsearch.judge.family import Case
 from kernelsearch.judge.memory import TIMING_MIN_CALLS, calls_that_fit, timing_calls
+from kernelsearch.judge.quiet import quiet_device, settle_device
 from kernelsearch.judge.seeds import derive_seed
-from kernelsearch.judge.status import CandidateFailure, HarnessFailure, Status
 from kernelsearch.judge.timed_check import check_batch, decoded_outs
 
 # One side's batch's inputs + outputs (GPU), n at most `timing_iters` (128). H100, each starter 5 times alone: 8 GiB
@@ -63,15 +63,6 @@ MIN_CALLS = TIMING_MIN_CALLS
 MIN_BATCHES, MAX_BATCHES = (int(v) for v in os.environ.get("KS_CLOCK_BATCHES", "4:12").split(":"))
 TARGET_SPREAD = float(os.environ.get("KS_CLOCK_TARGET_SPREAD", "0.02"))
 FIXED_COST_SAMPLES = 7
-PROBE_MS = 0.1                 # the quiet-device probe: a sleep kernel this long at the device's highest clock
-# a probe whose host wall time (launch to end) is over PROBE_SLACK x its length and 0.05 ms more shared the device.
-# H100, 40 probes of 0.1 ms: idle median 0.115 ms; beside a process spinning sleep kernels 0.265-0.323 ms (the
-# contexts time-slice); the least of three probes is taken, so host jitter alone (an idle outlier read 0.58) is not
-PROBE_SLACK = 1.5
-PROBE_BUSY_MS = PROBE_SLACK * PROBE_MS + 0.05   # the least of three probes over this: the device is shared
-# (Replies waited for by polling instead of asleep were dropped: H200, clock_spread_gpu.py, 8192 x 8191 fp32 softmax,
-# 3 evaluations each: 0.1934-0.1940 ms asleep (0.34 %), 0.1954-0.2011 ms with 50 ms of polling (2.89 %).)
-PROBE_TRIES = 20               # re-probed every 50 ms before the device counts as busy
 # Every side's runner frozen (SIGSTOP) from the refill until just before its ping, as the candidate's always was, so
 # every side's ping includes the same wake-up; "0" freezes only the candidate's (before 2026-12-06).
 FREEZE_REFS = os.environ.get("KS_CLOCK_FREEZE_REFS", "1") != "0"
@@ -391,59 +382,6 @@ def _timed_batch(talk: Conversation, sides: dict, b: int, n: int, static: dict):
         clock[name] = (t1 - t0, t2 - t1)
         del reply, bufs
     return clock, events, pings, cand_out, eager_outs
-
-
-def _probe_ms() -> float:
-    """A sleep kernel of PROBE_MS at the device's highest clock on the judge's own context: the host's wall time
-    from its launch to its end. The wall time, not the kernel's event time: where another context holds the device,
-    the probe waits for its time slice before it starts, and its events (which run in the probe's own slice) would
-    not see the wait (H100: a spinning helper process slowed the reference's batches 5x while a 0.1 ms probe's events
-    read 0.1 ms)."""
-    cycles = int(torch.cuda.get_device_properties(0).clock_rate * PROBE_MS)   # clock_rate: kHz, cycles a ms
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    torch.cuda._sleep(cycles)
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) * 1e3
-
-
-def settle_device() -> int:
-    """Wait for a quiet device (the probe of `quiet_device`), at most PROBE_TRIES probes 50 ms apart; how many
-    read busy. Never a verdict: at a batch's start a busy device can be another process's work (the references'
-    batches are probed again, with a verdict, by `quiet_device`)."""
-    for busy in range(PROBE_TRIES):
-        if min(_probe_ms() for _ in range(3)) <= PROBE_BUSY_MS:
-            return busy
-        time.sleep(0.05)
-    return PROBE_TRIES
-
-
-def quiet_device(talk: Conversation, sides: dict | None = None) -> None:
-    """Before each side's timed batch: the device runs nothing but the judge's work. SIGSTOP freezes the
-    candidate's host threads, not kernels it left on the device, and a kernel of another process time-slices with
-    the reference's batch, so a candidate that leaves one spinning reads faster than it is. A probe kernel on the
-    judge's context waits for its time slice where another context shares the device. Re-probed for a second (work
-    that was finishing: a kernel in flight when the candidate was frozen ends, and the reference is timed on a quiet
-    device, so it gains nothing); still busy, the candidate's processes are killed and the device probed again: quiet
-    then, it was the candidate's (rejected, `GPU check`); still busy, it is another process's, and the timing is not
-    the candidate's to be charged for (harness_error)."""
-    for _ in range(PROBE_TRIES):
-        took = min(_probe_ms() for _ in range(3))
-        if took <= PROBE_BUSY_MS:
-            return
-        time.sleep(0.05)
-    for name, r in (sides or {"candidate": talk.cand}).items():
-        if _is_cand(name):
-            r.kill()
-    time.sleep(0.2)
-    took_after = min(_probe_ms() for _ in range(3))
-    if took_after <= PROBE_BUSY_MS:
-        raise CandidateFailure(Status.rejected, f"GPU check: the device was busy while the candidate was frozen (a "
-                               f"{PROBE_MS:.2f} ms probe took {took:.2f} ms before a timed batch, and "
-                               f"{took_after:.2f} ms once the candidate's processes were killed): work of the "
-                               "candidate's kept running to slow the reference", stage="timing")
-    raise HarnessFailure(f"the device was busy with another process's work during the timing (a {PROBE_MS:.2f} ms "
-                         f"probe took {took_after:.2f} ms with the candidate's processes killed)", stage="timing")
 
 
 def _refill(talk: Conversation, sides: dict, views: dict, inputs_of, b: int, n: int) -> dict[str, float]:

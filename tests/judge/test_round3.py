@@ -202,10 +202,10 @@ class _Cand:
     ("never", "harness"),   # busy after they died: another process's
 ])
 def test_the_quiet_device_check(monkeypatch, busy_until, verdict):
-    """judge/clock.quiet_device with the probe replaced by a device that is busy for a while (GPU figures: the
+    """judge/quiet.quiet_device with the probe replaced by a device that is busy for a while (GPU figures: the
     probe reads 0.11 ms idle and 0.28-0.45 ms beside a spinning process on an H100; fixture spin_reference is
     rejected there)."""
-    import kernelsearch.judge.clock as clock
+    import kernelsearch.judge.quiet as quiet
     from kernelsearch.judge.status import HarnessFailure
 
     state = {"probes": 0, "killed": False}
@@ -216,46 +216,46 @@ def test_the_quiet_device_check(monkeypatch, busy_until, verdict):
                 or (isinstance(busy_until, int) and state["probes"] <= 3 * busy_until))
         return 3.0 if busy else 0.11
 
-    monkeypatch.setattr(clock, "_probe_ms", probe)
-    monkeypatch.setattr(clock.time, "sleep", lambda s: None)
+    monkeypatch.setattr(quiet, "_probe_ms", probe)
+    monkeypatch.setattr(quiet.time, "sleep", lambda s: None)
     talk = type("Talk", (), {})()
     talk.cand = _Cand(lambda: state.update(killed=True))
     if verdict is None:
-        clock.quiet_device(talk)
+        quiet.quiet_device(talk)
         assert not talk.cand.killed
     elif verdict == "rejected":
         with pytest.raises(CandidateFailure) as err:
-            clock.quiet_device(talk)
+            quiet.quiet_device(talk)
         assert err.value.status == "rejected" and err.value.reason.startswith("GPU check") and talk.cand.killed
     else:
         with pytest.raises(HarnessFailure):
-            clock.quiet_device(talk)
+            quiet.quiet_device(talk)
 
 
 def test_in_a_re_timing_group_a_busy_device_kills_every_candidate_and_no_reference(monkeypatch):
     """A group's candidates (judge/group.py) are all frozen while any side's batch waits for a quiet device: one
     that left work running is killed with the others, the group fails, and the pool times each alone."""
-    import kernelsearch.judge.clock as clock
+    import kernelsearch.judge.quiet as quiet
 
     state = {"killed": 0}
-    monkeypatch.setattr(clock, "_probe_ms", lambda: 3.0 if state["killed"] < 2 else 0.11)
-    monkeypatch.setattr(clock.time, "sleep", lambda s: None)
+    monkeypatch.setattr(quiet, "_probe_ms", lambda: 3.0 if state["killed"] < 2 else 0.11)
+    monkeypatch.setattr(quiet.time, "sleep", lambda s: None)
     talk = type("Talk", (), {})()
     talk.cand = _Cand(lambda: state.update(killed=state["killed"] + 1))
     sides = {"candidate": talk.cand, "candidate#1": _Cand(lambda: state.update(killed=state["killed"] + 1)),
              "eager": _Cand(lambda: pytest.fail("a reference's runner was killed"))}
     with pytest.raises(CandidateFailure) as err:
-        clock.quiet_device(talk, sides)
+        quiet.quiet_device(talk, sides)
     assert err.value.reason.startswith("GPU check") and sides["candidate"].killed and sides["candidate#1"].killed
     assert not sides["eager"].killed
 
 
 @pytest.mark.parametrize("busy_for, waited", [(0, 0), (2, 2), (10**6, "all")])
 def test_a_batch_start_waits_for_a_quiet_device_without_a_verdict(monkeypatch, busy_for, waited):
-    """judge/clock.settle_device (each batch's start, before its inputs are written): probes until the device is
+    """judge/quiet.settle_device (each batch's start, before its inputs are written): probes until the device is
     quiet, at most PROBE_TRIES times, and says how many read busy; a device busy throughout is waited for, then the
     batch goes on (the references' batches are still probed with a verdict)."""
-    import kernelsearch.judge.clock as clock
+    import kernelsearch.judge.quiet as quiet
 
     probes = {"n": 0}
 
@@ -264,8 +264,8 @@ def test_a_batch_start_waits_for_a_quiet_device_without_a_verdict(monkeypatch, b
         return 3.0 if probes["n"] <= 3 * busy_for else 0.11
 
     slept = []
-    monkeypatch.setattr(clock, "_probe_ms", probe)
-    monkeypatch.setattr(clock.time, "sleep", slept.append)
-    busy = clock.settle_device()
-    assert busy == (clock.PROBE_TRIES if waited == "all" else waited)
+    monkeypatch.setattr(quiet, "_probe_ms", probe)
+    monkeypatch.setattr(quiet.time, "sleep", slept.append)
+    busy = quiet.settle_device()
+    assert busy == (quiet.PROBE_TRIES if waited == "all" else waited)
     assert len(slept) == busy and all(s == 0.05 for s in slept)

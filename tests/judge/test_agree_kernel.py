@@ -98,7 +98,7 @@ def test_the_kernel_compiles_for_sm90():
 def test_agreement_runs_the_kernel_where_told_and_falls_back_to_torch_if_it_fails(monkeypatch):
     from kernelsearch.judge import agree, correctness
 
-    h = torch.randn(3000)
+    h = torch.randn(3000, device=DEVICE)   # on a GPU machine the compiled kernel on CUDA tensors (no interpreter)
     bad = h.clone()
     bad[-1] += 1.0
     monkeypatch.setattr(correctness, "ONE_PASS_DEVICES", {"cpu", "cuda"})
@@ -108,7 +108,7 @@ def test_agreement_runs_the_kernel_where_told_and_falls_back_to_torch_if_it_fail
     real = agree.count_over
     monkeypatch.setattr(agree, "count_over", lambda *a: launched.append(1) or real(*a))
     assert bool(agreement(h, h, h, ATOL, RTOL)) and not bool(agreement(bad, h, h, ATOL, RTOL))
-    assert len(launched) == 2   # the kernel answered both, under the interpreter
+    assert len(launched) == 2   # the kernel answered both (under the interpreter on the CPU)
 
     def broken(*a):
         raise RuntimeError("no launcher here")

@@ -6,6 +6,7 @@ On the CPU (no graph) the same source is an honest softmax: the control that its
 replays alone."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,8 @@ def test_the_cheat_differs_from_the_starter_only_by_its_call_count():
     assert "_tick" not in body and body.count("def ") == CHEAT.count("def ") - 1
 
 
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="the CPU control needs Triton's interpreter "
+                    "(set by the conftest where there is no GPU); on a GPU machine the GPU test below runs")
 def test_on_the_cpu_every_call_is_eager_and_the_cheat_is_an_honest_softmax():
     result = evaluate(load_problem("softmax"), CHEAT, EvalSettings(trials=1, timing_iters=5), mode="cpu")
     assert result.status == Status.ok, result.reason

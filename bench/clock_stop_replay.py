@@ -37,13 +37,13 @@ def batches(plan: dict):
 
 
 def run(rows, n: int, fixed: float, settled: float | None):
-    """The loop's stop on `rows` in their order: (figure ms, events ms, batches used)."""
+    """The loop's stop on `rows` in their order (charges.side_settled at `settled`; None: the spread alone):
+    (figure ms, events ms, batches used)."""
+    charges.SIDE_SETTLED = settled if settled is not None else float("inf")
     for k in range(MIN_BATCHES, len(rows) + 1):
         walls, owns, refs, sides, evs = zip(*rows[:k])
         per = charges.batch_times(list(walls), list(owns), list(refs), fixed, n)
-        if k == len(rows) or charges.spread(per) <= TARGET and (
-                settled is None or charges.candidate_figure(per, list(sides), n)[2]
-                <= settled * charges.candidate_figure(per, list(sides), n)[1]):
+        if k == len(rows) or charges.spread(per) <= TARGET and charges.side_settled(per, list(sides), n):
             events = charges.low([e * 1e3 / n for e in evs if e is not None])
             return charges.candidate_figure(per, list(sides), n)[1], events, k
     raise AssertionError("unreachable")

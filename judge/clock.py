@@ -46,6 +46,7 @@ from kernelsearch.judge.conversation import Conversation
 from kernelsearch.judge.correctness import COMPARE_CHUNK
 from kernelsearch.judge.family import Case
 from kernelsearch.judge.memory import TIMING_MIN_CALLS, calls_that_fit, timing_calls
+from kernelsearch.judge.quiet import is_candidate as _is_cand
 from kernelsearch.judge.quiet import quiet_device, settle_device
 from kernelsearch.judge.seeds import derive_seed
 from kernelsearch.judge.timed_check import check_batch, decoded_outs
@@ -92,10 +93,6 @@ class TimingResult:
     timings: dict[str, dict]              # per side: median_ms, spread, batches, calls_per_batch, min_ms, max_ms
     ceilings: dict | None = None          # the device's measured ceilings (GPU), measured holding it alone
     group: tuple = ()                     # a re-timing group's other candidates' TimingResults, in `others` order
-
-
-def _is_cand(name: str) -> bool:
-    return name.startswith("candidate")   # "candidate", and a group's "candidate#1", "candidate#2", ...
 
 
 def _nbytes(values) -> int:

@@ -23,6 +23,11 @@ PROBE_BUSY_MS = PROBE_SLACK * PROBE_MS + 0.05   # the least of three probes over
 PROBE_TRIES = 20               # re-probed every 50 ms before the device counts as busy
 
 
+def is_candidate(name: str) -> bool:
+    """A timing side that runs candidate code: "candidate", and a re-timing group's "candidate#1", "candidate#2"."""
+    return name.startswith("candidate")
+
+
 def _probe_ms() -> float:
     """A sleep kernel of PROBE_MS at the device's highest clock on the judge's own context: the host's wall time
     from its launch to its end. The wall time, not the kernel's event time: where another context holds the device,
@@ -63,7 +68,7 @@ def quiet_device(talk: Conversation, sides: dict | None = None) -> None:
             return
         time.sleep(0.05)
     for name, r in (sides or {"candidate": talk.cand}).items():
-        if name.startswith("candidate"):
+        if is_candidate(name):
             r.kill()
     time.sleep(0.2)
     took_after = min(_probe_ms() for _ in range(3))

@@ -87,7 +87,7 @@ def test_a_reply_trickled_past_its_deadline_is_a_timeout():
     try:
         with pytest.raises(TimeoutError):
             wire.recv(ours, deadline=t0 + 1.0)
-        assert time.monotonic() - t0 < 1.5   # not 48 bytes x 0.2 s
+        assert time.monotonic() - t0 < 4.0   # not 48 bytes x 0.2 s (9.6 s)
     finally:
         stop.set()
         ours.close()

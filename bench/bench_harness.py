@@ -143,6 +143,19 @@ def _device_line(plan: dict) -> str:
     return "; per call, us: " + ", ".join(out) if out else ""
 
 
+def _warm_rate(results: list[dict], conc: int) -> str:
+    """The rate once the pool is warm: evaluations that finished after the first `conc` did (the first wave pays
+    the pool's start, its fork server's imports and CUDA init, and cold Triton caches), over the time since."""
+    done = sorted(r["done_s"] for r in results if isinstance(r.get("done_s"), (int, float)))
+    if len(done) <= conc + 1:
+        return f"rate once warm: too few evaluations ({len(done)}) past the first wave of {conc}"
+    t_first, rest = done[conc - 1], done[conc:]
+    starts = [((r.get("detail") or {}).get("pool_s") or {}).get("start", 0.0) for r in results]
+    return (f"rate once warm: {len(rest)} evaluations in the {rest[-1] - t_first:.1f} s after the first wave "
+            f"({t_first:.1f} s) = {len(rest) / max(rest[-1] - t_first, 1e-9) * 60:.1f} per minute; "
+            f"the pool's start (longest) {max(starts):.1f} s")
+
+
 def _dict_means(results: list[dict], key: str) -> str:
     """Means over the evaluations of each figure in detail[key] (a dict of seconds)."""
     sums: dict[str, float] = {}
@@ -154,11 +167,14 @@ def _dict_means(results: list[dict], key: str) -> str:
 
 
 async def _batch(pool, items: list[tuple[str, str, str]]) -> list[dict]:
+    t0 = time.monotonic()
+
     async def one(label, family, src):
         try:
             r = json.loads((await pool.evaluate(src, {"builtin": family})).to_json())
         except Exception as err:  # noqa: BLE001 - a pool failure is a row too
             r = {"status": "bench_error", "reason": f"{type(err).__name__}: {err}", "wall_s": 0.0}
+        r["done_s"] = round(time.monotonic() - t0, 3)   # when it finished, from the batch's start
         _say(f"  {label:<60} {_brief(r)}")
         return r
     return await asyncio.gather(*(one(*it) for it in items))
@@ -262,6 +278,7 @@ def main() -> int:
         if r.get("status") != "ok":
             failures.append(f"{label}: {_brief(r)}")
     _say(f"  {len(results)} evaluations in {wall:.1f} s = {per_min:.1f} per minute; statuses {by_status}")
+    _say("  " + _warm_rate(results, conc))
     _say("  " + _stage_means(results))
     seed = getattr(pool, "_seed", None)
     _say(f"  Triton's CUDA utilities built once for the pool: "

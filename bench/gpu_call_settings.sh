@@ -19,7 +19,7 @@ for s in "${SETS[@]}"; do
     --deadline "$(( ${HARNESS_S:-170} - 10 ))" --save "$OUT/harness_$i.jsonl" > "$OUT/harness_$i.txt" 2>&1
   kill "$sampler" 2>/dev/null
   python3 bench/top_summary.py "$OUT/top_$i.txt" 2>&1 | tail -12
-  grep -E "evaluations in|mean s per evaluation|warm-up:|lease waits by step|pool.s part|judge.s start|built once|GPU held|one timing stage|repeat spread|cudagraph|WATCHDOG| clock: " "$OUT/harness_$i.txt" \
+  grep -E "evaluations in|once warm|mean s per evaluation|warm-up:|lease waits by step|pool.s part|judge.s start|built once|GPU held|one timing stage|repeat spread|cudagraph|WATCHDOG| clock: " "$OUT/harness_$i.txt" \
     | cut -c1-900
   i=$((i + 1))
 done

@@ -169,3 +169,15 @@ def _compare_values(g: torch.Tensor, h: torch.Tensor, atol: float, rtol: float,
                           f"(max abs {max_abs:.3g}, max rel {max_rel:.3g})", max_abs, max_rel, n_over,
                           "first mismatches:\n" + "\n".join(lines))
     return Comparison(True, "", max_abs, max_rel, 0)
+
+
+def unchanged(a: list, b: list) -> bool:
+    """Whether the inputs `b` read back after a call are the inputs `a` it was given (NaNs equal to NaNs)."""
+    for x, y in zip(a, b):
+        if isinstance(x, torch.Tensor):
+            if not isinstance(y, torch.Tensor) or x.shape != y.shape or x.dtype != y.dtype:
+                return False
+            y = y.to(x.device)
+            if not torch.equal(x, y) and not (x.is_floating_point() and torch.equal(x.nan_to_num(), y.nan_to_num())):
+                return False
+    return True

@@ -25,7 +25,7 @@ import torch
 from kernelsearch.judge.client import RunnerClient, spawn_local
 from kernelsearch.judge.clock import TimingResult, time_sides
 from kernelsearch.judge.conversation import Conversation
-from kernelsearch.judge.correctness import compare
+from kernelsearch.judge.correctness import compare, unchanged
 from kernelsearch.judge.memory import JudgeMemory, prime
 from kernelsearch.judge.numerics import (
     EAGER_SLACK_CHECK,
@@ -55,20 +55,9 @@ from kernelsearch.judge.waits import counted
 STABILITY_SHARED_BYTES = 1 << 30   # a case's inputs up to this size are checked for stability beside other checks
 # Consecutive correctness trials share one shared hold while their cases' bytes together stay under this (a family's
 # byte count of a case, judge/problem.py bytes_moved; a case of unknown size holds alone). A shared hold waits while
-# any evaluation's timing stage runs (sandbox/admission.py: its drain), so each hold taken is a wait: a trial a hold,
-# a family's 8-9 cases x 2 trials were 16-18 of them an evaluation. "0": a hold a trial, as before 2026-12-07.
+# any evaluation's timing stage runs (sandbox/admission.py: its drain), so each hold taken is a wait (a trial a hold:
+# 16-18 an evaluation). "0": a hold a trial, as before 2026-12-07.
 HOLD_BYTES = int(float(os.environ.get("KS_CLOCK_HOLD_MB", "64")) * 2**20)
-
-
-def _same(a: list, b: list) -> bool:
-    for x, y in zip(a, b):
-        if isinstance(x, torch.Tensor):
-            if not isinstance(y, torch.Tensor) or x.shape != y.shape or x.dtype != y.dtype:
-                return False
-            y = y.to(x.device)
-            if not torch.equal(x, y) and not (x.is_floating_point() and torch.equal(x.nan_to_num(), y.nan_to_num())):
-                return False
-    return True
 
 
 class Judge(OffRangeChecks):
@@ -149,7 +138,7 @@ class Judge(OffRangeChecks):
         try:
             got = self.talk.decode(self.cand, reply.get("out"), bufs, what, stage, self.mem.out_limit())
             after = views if views is not None else self.talk.decode(self.cand, reply.get("inputs"), bufs, what, stage)
-            if after is not None and not _same(inputs, list(after)):
+            if after is not None and not unchanged(inputs, list(after)):
                 raise CandidateFailure(Status.rejected, f"input check: {what}: the candidate modified its inputs in "
                                        "place", stage=stage)
         finally:
@@ -157,14 +146,16 @@ class Judge(OffRangeChecks):
         return got
 
     def correctness(self) -> None:
-        # the meta device's first import, before the first lease (a no-op where the fork server primed); here, not at
-        # the start, so a candidate the scan or its load rejects never pays it (1 s on the CPU)
-        t0 = time.perf_counter()
+        # the meta device's first import before the first lease (a no-op where the fork server primed), not at the
+        t0 = time.perf_counter()   # start: a candidate the scan or its load rejects never pays it (1 s on the CPU)
         prime()
         self._add_s("prime", t0)
         cases = self.problem.cases_for(self.mode)
         if self.s.retime:   # judged correct before: the timed case once, its kernels compiled for the clock
             cases = [self.problem.timed_case if self.mode == "cuda" else self.problem.cpu_timed_case()]
+        if self.mode == "cuda":   # the timed outputs' check kernel, compiled beside the warm-up (judge/agree.py)
+            from kernelsearch.judge.agree import warm_behind
+            warm_behind()
         if self.mode == "cuda" and self.language == "triton":
             self._warm(cases)
         self._check_cases(cases)

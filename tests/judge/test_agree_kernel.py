@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -116,3 +117,53 @@ def test_agreement_runs_the_kernel_where_told_and_falls_back_to_torch_if_it_fail
     monkeypatch.setattr(agree, "count_over", broken)
     assert bool(agreement(h, h, h, ATOL, RTOL)) and not bool(agreement(bad, h, h, ATOL, RTOL))   # the torch form
     assert correctness._ONE_PASS == [] and correctness._ONE_PASS_ERRORS == ["RuntimeError: no launcher here"]
+
+
+def test_the_first_check_waits_for_the_warm_up_behind_it(monkeypatch):
+    """The judge compiles the kernel in a thread while the runner compiles (agree.warm_behind); the first check
+    waits for that thread instead of compiling the same kernel beside it."""
+    from kernelsearch.judge import agree
+
+    done = []
+    monkeypatch.setattr(agree, "_warm", lambda dtypes: (time.sleep(0.3), done.append(dtypes)))
+    t0 = time.monotonic()
+    agree.warm_behind((torch.float32,))
+    h = torch.randn(100, device=DEVICE)
+    assert int(count_over(h, h, ATOL, RTOL)[0]) == 0
+    assert done == [(torch.float32,)] and time.monotonic() - t0 >= 0.3   # after the warm-up ended, not beside it
+    assert agree._WARMING == []
+
+
+def test_a_warm_up_that_cannot_compile_stops_quietly(monkeypatch):
+    """Best effort: where the kernel cannot be compiled ahead (no GPU driver, a dtype Triton cannot load), the warm-up
+    stops at the first failure and raises nothing; the first real call compiles it or agreement falls back."""
+    from kernelsearch.judge import agree
+
+    tried = []
+
+    class Broken:
+        def warmup(self, *args, **kwargs):
+            tried.append(args[0])
+            raise RuntimeError("0 active drivers")
+
+    monkeypatch.setattr(agree, "_count_over", Broken())
+    assert agree._warm((torch.float32, torch.bfloat16)) is None
+    assert tried == [torch.float32]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="GPU only: the compile ahead needs Triton's CUDA driver")
+def test_the_warm_up_compiles_what_the_first_checks_launch():
+    """The kernels warmed (dtype pairs of one dtype, element counts a multiple of 16 and not) are the ones a real
+    check looks up: no new compile at the first call of each."""
+    from kernelsearch.judge import agree
+
+    cache = agree._count_over.device_caches[torch.cuda.current_device()][0]
+    cache.clear()   # what earlier tests compiled in this process: looked up again from the disk cache
+    agree.warm_behind().join()
+    warmed = len(cache)
+    assert warmed == 2 * len(agree.WARM_DTYPES)
+    for dtype in agree.WARM_DTYPES:
+        for n in (4096 * 5, 4099 * 3):
+            h = torch.randn(n, device="cuda").to(dtype)
+            assert int(count_over(h, h, ATOL, RTOL)[0]) == 0
+    assert len(cache) == warmed

@@ -336,6 +336,16 @@ def _charge(per_call: dict, c: str, overheads: list, walls: list, owns: list, si
     return cand_ms
 
 
+def side_order(names: list, b: int) -> list:
+    """Batch b's order of the sides: two alternate; three or more take each place, first included, equally often
+    (a rotation by b // 2, reversed on odd batches). Reversing alone kept a third side always in the middle, and on
+    an H100 a compute-bound side ran 2-4 % slower after a side that drew more power (KernelBench matmul, eager between
+    torch.compile and the candidate: 106.5 ms a batch after the candidate, 111.6 after torch.compile, 2026-12-07)."""
+    r = (b // 2) % len(names) if len(names) > 2 else 0
+    order = names[r:] + names[:r]
+    return order if b % 2 == 0 else order[::-1]
+
+
 def _timed_batch(talk: Conversation, sides: dict, b: int, n: int, static: dict):
     """Each side's ping, batch and describe, on the judge's clock; a candidate is thawed just before its ping and
     frozen again after its describe (a side in `static`, whose outputs were described once: frozen at its batch's
@@ -350,7 +360,7 @@ def _timed_batch(talk: Conversation, sides: dict, b: int, n: int, static: dict):
     events: dict[str, float | None] = {}
     pings: dict[str, float] = {}
     cand_out: dict[str, tuple] = {}
-    for name in (list(sides) if b % 2 == 0 else list(sides)[::-1]):   # neither side always first
+    for name in side_order(list(sides), b):
         r = sides[name]
         if talk.mode == "cuda":
             quiet_device(talk, sides)   # every candidate is frozen here: nothing of one may still run on the device

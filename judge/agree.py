@@ -13,6 +13,7 @@ timing stage's exclusive hold of every evaluation: `warm_behind` compiles it (no
 while the candidate's runner compiles its own kernels, and the first `count_over` waits for that thread."""
 from __future__ import annotations
 
+import itertools
 import threading
 
 import torch
@@ -48,17 +49,14 @@ def count_over(g: torch.Tensor, h: torch.Tensor, atol: float, rtol: float) -> to
 
 
 def _warm(dtypes: tuple) -> None:
-    for dt in dtypes:   # element counts a multiple of 16 and not (Triton specialises on it); pointers 16-aligned
-        for n in (4096, 4099):
-            try:
-                _count_over.warmup(dt, dt, torch.int64, n, 1e-2, 1e-2, BLOCK=BLOCK, grid=(1,))
-            except Exception:  # noqa: BLE001 - best effort: the first real call compiles it, or agreement falls back
-                return
+    try:   # element counts a multiple of 16 and not (Triton specialises on it); pointers 16-aligned
+        for dt, n in itertools.product(dtypes, (4096, 4099)):
+            _count_over.warmup(dt, dt, torch.int64, n, 1e-2, 1e-2, BLOCK=BLOCK, grid=(1,))
+    except Exception:  # noqa: BLE001 - best effort: the first real call compiles it, or agreement falls back
+        return
 
 
-def warm_behind(dtypes: tuple = WARM_DTYPES) -> threading.Thread:
+def warm_behind(dtypes: tuple = WARM_DTYPES) -> None:
     """Start compiling the kernel for outputs of `dtypes` in a thread (no launch); `count_over` waits for it."""
-    thread = threading.Thread(target=_warm, args=(dtypes,), daemon=True, name="ks-check-warm")
-    _WARMING.append(thread)
-    thread.start()
-    return thread
+    _WARMING.append(threading.Thread(target=_warm, args=(dtypes,), daemon=True, name="ks-check-warm"))
+    _WARMING[-1].start()

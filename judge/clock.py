@@ -342,8 +342,7 @@ def side_order(names: list, b: int) -> list:
     an H100 a compute-bound side ran 2-4 % slower after a side that drew more power (KernelBench matmul, eager between
     torch.compile and the candidate: 106.5 ms a batch after the candidate, 111.6 after torch.compile, 2026-12-07)."""
     r = (b // 2) % len(names) if len(names) > 2 else 0
-    order = names[r:] + names[:r]
-    return order if b % 2 == 0 else order[::-1]
+    return (names[r:] + names[:r])[::1 if b % 2 == 0 else -1]
 
 
 def _timed_batch(talk: Conversation, sides: dict, b: int, n: int, static: dict):

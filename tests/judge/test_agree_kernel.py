@@ -159,7 +159,8 @@ def test_the_warm_up_compiles_what_the_first_checks_launch():
 
     cache = agree._count_over.device_caches[torch.cuda.current_device()][0]
     cache.clear()   # what earlier tests compiled in this process: looked up again from the disk cache
-    agree.warm_behind().join()
+    agree.warm_behind()
+    agree._WARMING[-1].join()
     warmed = len(cache)
     assert warmed == 2 * len(agree.WARM_DTYPES)
     for dtype in agree.WARM_DTYPES:

@@ -339,8 +339,8 @@ def _charge(per_call: dict, c: str, overheads: list, walls: list, owns: list, si
 def side_order(names: list, b: int) -> list:
     """Batch b's order of the sides: two alternate; three or more take each place, first included, equally often
     (a rotation by b // 2, reversed on odd batches). Reversing alone kept a third side always in the middle, and on
-    an H100 a compute-bound side ran 2-4 % slower after a side that drew more power (KernelBench matmul, eager between
-    torch.compile and the candidate: 106.5 ms a batch after the candidate, 111.6 after torch.compile, 2026-12-07)."""
+    an H100 a compute-bound side ran 3-5 % slower after a side that drew more power (KernelBench matmul, eager between
+    torch.compile and the candidate: 106.6-109.1 ms a batch after the candidate, 110.8-112.7 after torch.compile)."""
     r = (b // 2) % len(names) if len(names) > 2 else 0
     return (names[r:] + names[:r])[::1 if b % 2 == 0 else -1]
 

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import re
+import signal
 import sys
 from collections import defaultdict
 
@@ -36,4 +37,5 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)   # piped into `head`: stop quietly
     main(sys.argv[1])

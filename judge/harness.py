@@ -55,8 +55,8 @@ from kernelsearch.judge.waits import counted
 STABILITY_SHARED_BYTES = 1 << 30   # a case's inputs up to this size are checked for stability beside other checks
 # Consecutive correctness trials share one shared hold while their cases' bytes together stay under this (a family's
 # byte count of a case, judge/problem.py bytes_moved; a case of unknown size holds alone). A shared hold waits while
-# any evaluation's timing stage runs (sandbox/admission.py: its drain), so each hold taken is a wait (a trial a hold:
-# 16-18 an evaluation). "0": a hold a trial, as before 2026-12-07.
+# any evaluation's timing stage runs (sandbox/admission.py: its drain), so each hold taken is a wait: a trial a hold,
+# a family's 8-9 cases x 2 trials were 16-18 of them an evaluation. "0": a hold a trial, as before 2026-12-07.
 HOLD_BYTES = int(float(os.environ.get("KS_CLOCK_HOLD_MB", "64")) * 2**20)
 
 
@@ -146,8 +146,9 @@ class Judge(OffRangeChecks):
         return got
 
     def correctness(self) -> None:
-        # the meta device's first import before the first lease (a no-op where the fork server primed), not at the
-        t0 = time.perf_counter()   # start: a candidate the scan or its load rejects never pays it (1 s on the CPU)
+        # the meta device's first import, before the first lease (a no-op where the fork server primed); here, not at
+        # the start, so a candidate the scan or its load rejects never pays it (1 s on the CPU)
+        t0 = time.perf_counter()
         prime()
         self._add_s("prime", t0)
         cases = self.problem.cases_for(self.mode)

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 
 from kernelsearch.judge.isolation import die_with_parent
@@ -19,7 +20,7 @@ class Zygote:
     def __init__(self, env: dict[str, str], prime: bool = False) -> None:
         self.env = env   # Triton's interpreter switch must be set before triton.language is imported
         self.prime = prime   # the meta path imported before forking (zygote.py): a GPU pool's judges skip it
-        self.proc: asyncio.subprocess.Process | None = None
+        self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self._ids = 0
         self._spawned: dict[int, asyncio.Future] = {}
@@ -32,11 +33,14 @@ class Zygote:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         rep_r, rep_w = os.pipe()
         try:
-            self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "kernelsearch.sandbox.zygote", str(theirs.fileno()), str(rep_w),
-                *(["prime"] if self.prime else []),
+            # a plain Popen, not asyncio's: asyncio's child watcher reports the server's exit to the loop that started
+            # it, and a pool closed after its loop had closed (the CLI: asyncio.run, then close) logged "Loop ... that
+            # handles pid N is closed" on stderr, an extra line beside a failed run's one error line
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "kernelsearch.sandbox.zygote", str(theirs.fileno()), str(rep_w),
+                 *(["prime"] if self.prime else [])],
                 pass_fds=(theirs.fileno(), rep_w), env=scrubbed_env(self.env), start_new_session=True,
-                stdin=asyncio.subprocess.DEVNULL, preexec_fn=die_with_parent)
+                stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
         finally:
             theirs.close()
             os.close(rep_w)
@@ -71,7 +75,7 @@ class Zygote:
             self.proc, self.sock, self._loop = None, None, loop
             self._spawned, self._exits, self._starting = {}, {}, asyncio.Lock()
         async with self._starting:   # one start, however many candidates arrive at once
-            if self.proc is None or self.proc.returncode is not None:
+            if self.proc is None or self.proc.poll() is not None:
                 await self._start()
         self._ids += 1
         fut = asyncio.get_running_loop().create_future()
@@ -91,8 +95,10 @@ class Zygote:
                 self._reader.cancel()
         if self.sock is not None:
             self.sock.close()
-        if self.proc is not None and self.proc.returncode is None:
+        if self.proc is not None and self.proc.poll() is None:
             kill_group(self.proc.pid)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=5)   # reaped here: no zombie left for the pool's lifetime
 
 
 def kill_group(pid: int) -> None:

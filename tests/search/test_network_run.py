@@ -68,7 +68,9 @@ def test_wrong_key_is_a_clear_error_and_not_retried(tmp_path):
         assert llm.count() == 1   # a 401 is not retried
     assert r.returncode == 2
     assert "warning: no price for loop-model" in r.stdout   # this config set no prices
-    line, = r.stderr.strip().splitlines()
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr[-3000:]
+    line = lines[0]
     assert line.startswith("error: ") and "$LOOP_API_KEY" in line and "resume bad-key" in line   # names the variable
     assert "sk-wrong-key-123" not in line
     con = sqlite3.connect(tmp_path / "ks.db")

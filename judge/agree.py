@@ -13,6 +13,7 @@ timing stage's exclusive hold of every evaluation: `warm_behind` compiles it (no
 while the candidate's runner compiles its own kernels, and the first `count_over` waits for that thread."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 
@@ -49,11 +50,10 @@ def count_over(g: torch.Tensor, h: torch.Tensor, atol: float, rtol: float) -> to
 
 
 def _warm(dtypes: tuple) -> None:
-    try:   # element counts a multiple of 16 and not (Triton specialises on it); pointers 16-aligned
+    # best effort, stopped by the first failure: the first real call compiles what is missing, or agreement falls back
+    with contextlib.suppress(Exception):   # element counts a multiple of 16 and not (Triton specialises on it)
         for dt, n in itertools.product(dtypes, (4096, 4099)):
             _count_over.warmup(dt, dt, torch.int64, n, 1e-2, 1e-2, BLOCK=BLOCK, grid=(1,))
-    except Exception:  # noqa: BLE001 - best effort: the first real call compiles it, or agreement falls back
-        return
 
 
 def warm_behind(dtypes: tuple = WARM_DTYPES) -> None:

@@ -182,9 +182,10 @@ def _nbytes(values) -> int:
 
 def graph_times(sides: dict, sets: list, reps: int) -> tuple[dict[str, float], dict[str, str]]:
     """The judge's method in one process: each side's n calls on the n input sets captured into one CUDA graph,
-    replayed `reps` times, sides alternating; events around each replay, the L2 flushed before it. Per-call ms,
-    median over the replays. A side that cannot be captured runs as an eager loop of n calls (said in `kinds`)."""
-    from kernelsearch.judge.timing import L2_FLUSH_BYTES
+    replayed `reps` times, each side in each place equally often; events around each replay, the L2 flushed before
+    it. Per-call ms, median over the replays. A side that cannot be captured runs as an eager loop of n calls (said in
+    `kinds`)."""
+    from kernelsearch.judge.timing import L2_FLUSH_BYTES, side_order
 
     flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
     n = len(sets)
@@ -209,7 +210,7 @@ def graph_times(sides: dict, sets: list, reps: int) -> tuple[dict[str, float], d
         times: dict[str, list[float]] = {k: [] for k in runs}
         names = list(runs)
         for r in range(reps):
-            for name in (names if r % 2 == 0 else names[::-1]):
+            for name in side_order(names, r):   # each side in each place equally often (judge/timing.py)
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 flush.zero_()
                 start.record()

@@ -50,6 +50,7 @@ from kernelsearch.judge.quiet import is_candidate as _is_cand
 from kernelsearch.judge.quiet import quiet_device, settle_device
 from kernelsearch.judge.seeds import derive_seed
 from kernelsearch.judge.timed_check import check_batch, decoded_outs
+from kernelsearch.judge.timing import side_order
 
 # One side's batch's inputs + outputs (GPU), n at most `timing_iters` (128). H100, each starter 5 times alone: 8 GiB
 # and 50 calls (softmax 16, 3 ms a batch; rmsnorm 50, 2.4 ms) read 1.56 % and 2.52 % apart, 16 GiB and 128 (6 ms) 1.47 %
@@ -334,15 +335,6 @@ def _charge(per_call: dict, c: str, overheads: list, walls: list, owns: list, si
     per_call[c], cand_ms, charge = charges.candidate_figure(per_call[c], side_steps, n)
     plan["side_step_charge_ms"] = round(charge, 5)
     return cand_ms
-
-
-def side_order(names: list, b: int) -> list:
-    """Batch b's order of the sides: two alternate; three or more take each place, first included, equally often
-    (a rotation by b // 2, reversed on odd batches). Reversing alone kept a third side always in the middle, and on
-    an H100 a compute-bound side ran 3-5 % slower after a side that drew more power (KernelBench matmul, eager between
-    torch.compile and the candidate: 106.6-109.1 ms a batch after the candidate, 110.8-112.7 after torch.compile)."""
-    r = (b // 2) % len(names) if len(names) > 2 else 0
-    return (names[r:] + names[:r])[::1 if b % 2 == 0 else -1]
 
 
 def _timed_batch(talk: Conversation, sides: dict, b: int, n: int, static: dict):

@@ -28,3 +28,15 @@ def test_three_sides_each_first_within_three_batches():
     names = ["candidate", "eager", "compile"]
     assert {side_order(names, b)[0] for b in range(3)} == set(names)
     assert {side_order(names, b)[1] for b in range(4)} != {"eager"}   # reversing alone kept eager in the middle
+
+
+def test_the_interleaved_clock_orders_its_calls_the_same_way():
+    """judge/timing.py's call-by-call clock (the benches') shares the order: with three sides each goes first."""
+    from kernelsearch.judge.timing import time_interleaved
+
+    calls: list[str] = []
+    fns = {name: (lambda inputs, name=name: calls.append(name)) for name in ("a", "b", "c")}
+    time_interleaved(fns, [[0]], device="cpu", iters=6, warmup=0, max_batches=1)
+    rounds = [calls[i:i + 3] for i in range(0, len(calls), 3)]
+    assert len(rounds) == 6 and all(sorted(r) == ["a", "b", "c"] for r in rounds)
+    assert Counter(r[1] for r in rounds) == {"a": 2, "b": 2, "c": 2}   # no side always in the middle

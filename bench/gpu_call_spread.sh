@@ -2,7 +2,7 @@
 # One device call for issue 30's spread: each starter (softmax, rmsnorm) evaluated REPEATS times alone under each of
 # VARIANTS (env assignments separated by ';', an empty entry: the defaults), every result saved for
 # bench/clock_replay.py; then, TESTS=1, the GPU tests of the clock's graph path. Each part writes under $OUT as it goes.
-#   . bench/device_env.sh; VARIANTS=";KS_CLOCK_DESCRIBE_ONCE=0" bash bench/gpu_call_spread.sh
+#   . bench/device_env.sh; VARIANTS=";KS_CLOCK_BATCHES=6:12" bash bench/gpu_call_spread.sh
 set -u
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.used --format=csv,noheader | tee "$OUT/smi.txt"
 if [ "${TESTS:-1}" = 1 ]; then
@@ -10,7 +10,7 @@ if [ "${TESTS:-1}" = 1 ]; then
     2>&1 | tee "$OUT/gpu_tests.txt" | tail -6
 fi
 SETS=()
-rest="${VARIANTS-;KS_CLOCK_DESCRIBE_ONCE=0};"
+rest="${VARIANTS-;KS_CLOCK_BATCHES=6:12};"
 while [[ $rest == *";"* ]]; do SETS+=("${rest%%;*}"); rest="${rest#*;}"; done
 i=0
 for s in "${SETS[@]}"; do

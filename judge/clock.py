@@ -65,9 +65,6 @@ MIN_CALLS = TIMING_MIN_CALLS
 MIN_BATCHES, MAX_BATCHES = (int(v) for v in os.environ.get("KS_CLOCK_BATCHES", "4:12").split(":"))
 TARGET_SPREAD = float(os.environ.get("KS_CLOCK_TARGET_SPREAD", "0.02"))
 FIXED_COST_SAMPLES = 7
-# Every side's runner frozen (SIGSTOP) from the refill until just before its ping, as the candidate's always was, so
-# every side's ping includes the same wake-up; "0" freezes only the candidate's (before 2026-12-06).
-FREEZE_REFS = os.environ.get("KS_CLOCK_FREEZE_REFS", "1") != "0"
 # At each batch's start, before its inputs are written, the device waited for until quiet (at most PROBE_TRIES
 # probes, never a verdict; the plan's `busy_probes` counts those that read busy): other evaluations' work outside any
 # lease (a warm-up's allocations and fills, judge/harness.py `_warm`) would otherwise run inside a side's batch (one
@@ -75,9 +72,6 @@ FREEZE_REFS = os.environ.get("KS_CLOCK_FREEZE_REFS", "1") != "0"
 # the inputs are written, so a candidate's own work left running gains nothing from the wait; the references'
 # batches are probed again with a verdict (quiet_device). "0": as before 2026-12-07 (for a device A/B).
 SETTLE = os.environ.get("KS_CLOCK_SETTLE", "1") != "0"
-# Where every side replays a CUDA graph, its outputs described once, not after each batch ("0": each batch, before
-# 2026-12-07, for a device A/B). H100 replay of 5 evaluations alone: rmsnorm's describe steps were half its 13 % spread
-DESCRIBE_ONCE = os.environ.get("KS_CLOCK_DESCRIBE_ONCE", "1") != "0"
 
 
 @dataclass(frozen=True)
@@ -179,40 +173,44 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
         plan = {"calls_per_batch": n, "in_bytes": in_bytes, "out_bytes": out_bytes, "graphs": {}}
         detail["timing_plan"] = plan
         t_stage = time.perf_counter()
+        laps = {"refill": 0.0, "batches": 0.0, "check": 0.0}   # where the stage's time goes (stage_s)
         views: dict[str, list] = {}
         described: dict[str, tuple] = {}
         with lease("shared"):   # slots, graphs and a priming batch (Triton's JIT, torch.compile) beside other checks
             # one input set in every slot for the capture and the priming batch (each batch refills them all): n
             # sets at once were n inputs' bytes in the judge's own cache for the rest of its evaluation
             first = [inputs_of(-1, 0)] * n
-            for name, r in sides.items():
-                views[name] = talk.put_many(r, first, "timing")
+            for name, r in sides.items():   # each step's time in stage_s (timing_prep_*): what the stage holds
+                with _lap(laps, "prep_slots"):
+                    views[name] = talk.put_many(r, first, "timing")
                 if cuda:
-                    reply, _ = talk.ask(r, {"op": "graph", "slots": list(range(n))}, "capturing a CUDA graph", "timing")
+                    with _lap(laps, "prep_graph"):
+                        reply, _ = talk.ask(r, {"op": "graph", "slots": [*range(n)]}, "capturing a graph", "timing")
                     plan["graphs"][name] = True if reply.get("graph") else f"no: {str(reply.get('why'))[:400]}"
-                talk.ask(r, {"op": "batch", "slots": list(range(n)), "n": n}, "a priming batch", "timing")
+                with _lap(laps, "prep_prime"):
+                    talk.ask(r, {"op": "batch", "slots": list(range(n)), "n": n}, "a priming batch", "timing")
                 if cuda:   # a ping and a describe, untimed: each side's first ones cost more than every later one
                     # (H100, rmsnorm: the candidate's first ping 10 ms against 0.3 later, its first describe 4 ms
                     # against 0.5: the first torch op in its process loads its module; the outputs' first IPC
                     # export), which made the first timed batch read 5x slow and every loop run all 12 batches
-                    talk.ask(r, {"op": "ping"}, "a priming ping", "timing")
-                    described[name] = talk.ask(r, {"op": "describe"}, "describing the priming batch", "timing")
+                    with _lap(laps, "prep_describe"):
+                        talk.ask(r, {"op": "ping"}, "a priming ping", "timing")
+                        described[name] = talk.ask(r, {"op": "describe"}, "describing the priming batch", "timing")
             del first
             # Every side replays a graph: its outputs are the graph's, in the same memory every batch, so they are
             # described once, here, and each side is frozen at its batch's reply: no describe step in the loop, whose
             # host jitter beside the reference's was charged to the candidate (judge/charges.py). A candidate that
             # said it captured a graph and writes its outputs elsewhere leaves the described ones stale: `incorrect`.
-            once = cuda and DESCRIBE_ONCE and all(g is True for g in plan["graphs"].values())
+            once = cuda and all(g is True for g in plan["graphs"].values())
             static = {k: d for k, d in described.items() if once}
             plan["described_once"] = once
             fixed = 0.0
             if cuda:   # the fixed cost of a batch, on the reference's runner: an empty batch's round trip
-                samples = []
-                for _ in range(FIXED_COST_SAMPLES):
-                    t0 = time.perf_counter()
-                    talk.ask(sides["eager"], {"op": "batch", "slots": [], "n": 0}, "an empty batch", "timing")
-                    samples.append(time.perf_counter() - t0)
-                fixed = statistics.median(samples)
+                samples: dict[int, float] = {}
+                for i in range(FIXED_COST_SAMPLES):
+                    with _lap(samples, i):
+                        talk.ask(sides["eager"], {"op": "batch", "slots": [], "n": 0}, "an empty batch", "timing")
+                fixed = statistics.median(samples.values())
                 plan["fixed_ms"] = round(fixed * 1e3, 4)
         per_call: dict[str, list[float]] = {k: [] for k in sides}
         overheads: list[float] = []
@@ -229,7 +227,6 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
         # H200 8.7 evaluations a minute against 11.2, each batch queueing behind other candidates' exclusive work).
         # The candidate's process is frozen from the refill until its ping, and from its describe until its outputs
         # are read, so it never runs while fresh inputs wait for it.
-        laps = {"refill": 0.0, "batches": 0.0, "check": 0.0}   # where the exclusive loop's time goes (stage_s)
         ceil: dict | None = None
         t_wait = time.perf_counter()
         with lease("exclusive"), _loop_guard(sides):
@@ -237,16 +234,14 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
             for b in range(batches[1]):
                 if cuda and SETTLE:
                     plan["busy_probes"] = plan.get("busy_probes", 0) + settle_device()
-                t_lap = time.perf_counter()
-                delivery = _refill(talk, sides, views, inputs_of, b, n)
-                laps["refill"] += time.perf_counter() - t_lap
+                with _lap(laps, "refill"):
+                    delivery = _refill(talk, sides, views, inputs_of, b, n)
                 if cuda and ceil is None:
                     from kernelsearch.judge.roofline import ceilings
 
                     ceil = ceilings("cuda")   # measured once per device, only while holding it alone
-                t_lap = time.perf_counter()
-                clock, events, pings, cand_out, eager_outs = _timed_batch(talk, sides, b, n, static)
-                laps["batches"] += time.perf_counter() - t_lap
+                with _lap(laps, "batches"):
+                    clock, events, pings, cand_out, eager_outs = _timed_batch(talk, sides, b, n, static)
                 steps["pings_ms"].append({k: round(v * 1e3, 4) for k, v in pings.items()})
                 for name, (t_batch, _) in clock.items():   # events: ms where a runner replied a number (its word)
                     raw[name]["wall_ms"].append(round(t_batch * 1e3, 4))
@@ -271,10 +266,9 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                         per_call[name].append(events[name] / n)
                     else:
                         per_call[name].append(max(t_batch - fixed, 0.0) * 1e3 / n)
-                t_lap = time.perf_counter()
-                for c in cands:
-                    check_batch(talk, sides[c], *cand_out[c], inputs_of, b, n, ref, eager_outs, atol, rtol, chunk)
-                laps["check"] += time.perf_counter() - t_lap
+                with _lap(laps, "check"):
+                    for c in cands:
+                        check_batch(talk, sides[c], *cand_out[c], inputs_of, b, n, ref, eager_outs, atol, rtol, chunk)
                 del cand_out, eager_outs
                 if b + 1 >= batches[0] and all(charges.spread(v) <= TARGET_SPREAD for v in per_call.values()) and all(
                         charges.side_settled(per_call[c], side_steps[c], n) for c in cands):   # charges.py: why
@@ -282,8 +276,9 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
         # every side's runner ends inside the `timing` lease: nothing later asks them, and their slots and graphs
         # held past it were beside the next stage's (H100, 16 GiB a side, concurrency 8: 8 of 16 out of memory)
         del views, static, described
-        for r in sides.values():
-            r.close()
+        with _lap(laps, "close"):
+            for r in sides.values():
+                r.close()
     plan["overhead_ms"] = round(statistics.median(overheads) * 1e3, 4) if overheads else None
     figures: dict[str, float] = {}
     for c in cands:   # each candidate charged as one alone is, against the same reference batches
@@ -327,7 +322,7 @@ def _charge(per_call: dict, c: str, overheads: list, walls: list, owns: list, si
         if own is not None:
             plan["cand_overhead_ms"] = round(own * 1e3, 4)
         plan["charged_overhead_ms"] = round(charged * 1e3, 4)
-        plan["side_charge"], plan["refs_frozen"] = charges.SIDE_CHARGE, FREEZE_REFS
+        plan["side_charge"] = charges.SIDE_CHARGE
         per_call[c] = charges.batch_times(walls, owns, overheads, fixed, n)
     # a ping or a describe that takes the candidate longer than the reference is charged: work done then (outputs
     # computed early or late) is on the clock (judge/charges.py says how)
@@ -355,8 +350,7 @@ def _timed_batch(talk: Conversation, sides: dict, b: int, n: int, static: dict):
         r = sides[name]
         if talk.mode == "cuda":
             quiet_device(talk, sides)   # every candidate is frozen here: nothing of one may still run on the device
-        if _is_cand(name) or FREEZE_REFS:
-            r.thaw()
+        r.thaw()   # every side frozen (SIGSTOP) from its refill until here: each ping includes the same wake-up
         tp = time.perf_counter()
         talk.ask(r, {"op": "ping"}, "a ping", "timing")
         t0 = time.perf_counter()
@@ -368,15 +362,12 @@ def _timed_batch(talk: Conversation, sides: dict, b: int, n: int, static: dict):
         reply, bufs = static[name] if name in static else talk.ask(r, {"op": "describe"},
                                                                     "describing a timed batch", "timing")
         t2 = time.perf_counter()
+        r.freeze()   # nothing runs in a candidate's process until its outputs are read; the references' alike
         if _is_cand(name):
-            r.freeze()   # nothing runs in the candidate's process until its outputs are read
             talk.advisories(done, "a timed batch", "timing")
             cand_out[name] = (reply, bufs)
-        else:
-            if FREEZE_REFS:
-                r.freeze()   # as the candidate's: every side's next ping wakes its runner the same way
-            if name == "eager":
-                eager_outs = decoded_outs(talk, r, reply, bufs, n)
+        elif name == "eager":
+            eager_outs = decoded_outs(talk, r, reply, bufs, n)
         clock[name] = (t1 - t0, t2 - t1)
         del reply, bufs
     return clock, events, pings, cand_out, eager_outs
@@ -400,7 +391,7 @@ def _refill(talk: Conversation, sides: dict, views: dict, inputs_of, b: int, n: 
         return {}
     took = dict.fromkeys(sides, 0.0)
     for name, r in sides.items():
-        if not _is_cand(name) and FREEZE_REFS:
+        if not _is_cand(name):
             r.thaw()   # frozen since its last describe: here it receives the inputs itself
     for k in range(n):
         x = inputs_of(b, k)
@@ -410,6 +401,14 @@ def _refill(talk: Conversation, sides: dict, views: dict, inputs_of, b: int, n: 
             took[name] += time.perf_counter() - t0
     _freeze_all(sides)
     return took
+
+
+@contextlib.contextmanager
+def _lap(laps: dict, key):
+    """Adds the time the block took to laps[key]."""
+    t0 = time.perf_counter()
+    yield   # a block that raises is not counted
+    laps[key] = laps.get(key, 0.0) + time.perf_counter() - t0
 
 
 @contextlib.contextmanager
@@ -429,8 +428,7 @@ def _loop_guard(sides: dict):
 
 
 def _freeze_all(sides: dict) -> None:
-    """Every candidate's runner frozen, and the references' as theirs are (FREEZE_REFS), until _timed_batch thaws
-    each before its ping; a reference's runner is closed (which thaws it) after the loop."""
-    for name, r in sides.items():
-        if _is_cand(name) or FREEZE_REFS:
-            r.freeze()
+    """Every side's runner frozen until _timed_batch thaws each before its ping (the references' as the candidate's,
+    since 2026-12-06, so every side's ping includes the same wake-up); a reference's is thawed after the loop."""
+    for r in sides.values():
+        r.freeze()

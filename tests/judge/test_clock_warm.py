@@ -59,6 +59,12 @@ def test_the_references_first_call_comes_before_the_timing_lease():
     # the waits for each kind of lease are summed per evaluation (where its wall time goes beside others)
     assert {"wait_shared", "wait_timing", "wait_exclusive"} <= set(r.detail["stage_s"])
     assert all(r.detail["stage_s"][f"wait_{k}"] >= 0 for k in ("shared", "timing", "exclusive"))
+    # and the timing stage's own steps (what its one-at-a-time lease holds), each a time spent
+    laps = {k: v for k, v in r.detail["stage_s"].items() if k.startswith("timing_") and k != "timing_ref_warm"}
+    assert {"timing_prep_slots", "timing_prep_prime", "timing_refill", "timing_batches", "timing_check",
+            "timing_close"} <= set(laps), laps
+    assert all(v > 0 for k, v in laps.items() if k != "timing_lease_wait"), laps
+    assert laps["timing_prep_slots"] + laps["timing_prep_prime"] + laps["timing_batches"] <= laps["timing_loop"]
     timing_lease = log.index(("lease", "timing"))
     released = [i for i, e in enumerate(log) if e[:2] == ("reference", "release")]
     first_calls = [i for i, e in enumerate(log) if e[:3] == ("reference", "batch", 1)]

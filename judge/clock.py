@@ -64,14 +64,16 @@ MIN_CALLS = TIMING_MIN_CALLS
 # fastest half (`low`)
 MIN_BATCHES, MAX_BATCHES = (int(v) for v in os.environ.get("KS_CLOCK_BATCHES", "4:12").split(":"))
 TARGET_SPREAD = float(os.environ.get("KS_CLOCK_TARGET_SPREAD", "0.02"))
+CPU_BATCHES = (1, 2)   # Triton's interpreter: its times rank kernels for the interpreter only
 FIXED_COST_SAMPLES = 7
-# At each batch's start, before its inputs are written, the device waited for until quiet (at most PROBE_TRIES
-# probes, never a verdict; the plan's `busy_probes` counts those that read busy): other evaluations' work outside any
-# lease (a warm-up's allocations and fills, judge/harness.py `_warm`) would otherwise run inside a side's batch (one
-# evaluation of 8 on an H100 read 14-15 % apart between its batches, 2026-12-06; not yet measured with this). Before
-# the inputs are written, so a candidate's own work left running gains nothing from the wait; the references'
-# batches are probed again with a verdict (quiet_device). "0": as before 2026-12-07 (for a device A/B).
-SETTLE = os.environ.get("KS_CLOCK_SETTLE", "1") != "0"
+# Long batches stop sooner: once every side has been in every place of the order twice (2 x sides batches,
+# timing.side_order) and the batches took LONG_LOOP_S together (then a side's batch averages >= 83 ms with three
+# sides, >= 187 ms with two), the loop stops at the target spread or not. Host jitter (+-0.3 ms a batch, H100) is
+# under 0.4 % of such batches; what spreads them is the device's own state: a compute-bound side ran 4-5 % slower
+# after a side that drew more power (KernelBench matmuls, H100, 2026-12-07: eager 107 / 112 ms a batch by its
+# predecessor), which more batches do not remove and the balanced order shares out. Those evaluations ran all 12
+# batches, 5 s of the device's one timing stage (a pointwise one's 0.3 s).
+LONG_LOOP_S = float(os.environ.get("KS_CLOCK_LONG_LOOP_S", "1.5"))
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,7 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                                            f"judge's check in {free / 2**30:.1f} GiB free: torch.compile not timed")
         n, note = timing_calls(in_bytes, out_bytes, len(sides), free, settings.timing_iters if cuda else
                                min(settings.timing_iters, 3), BATCH_BYTES, MIN_CALLS, call_ms)
-        batches = (MIN_BATCHES, MAX_BATCHES) if cuda else (1, 2)
+        batches = (MIN_BATCHES, MAX_BATCHES) if cuda else CPU_BATCHES
         mem.record()["timing"] = {"calls_per_batch": n, "sides": len(sides), "free_mb": round(free / 2**20, 1),
                                   "ref_call_ms": call_ms}
         if note:
@@ -232,7 +234,7 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
         with lease("exclusive"), _loop_guard(sides):
             laps["lease_wait"] = time.perf_counter() - t_wait
             for b in range(batches[1]):
-                if cuda and SETTLE:
+                if cuda:   # the device quiet before the inputs are written (judge/quiet.py settle_device)
                     plan["busy_probes"] = plan.get("busy_probes", 0) + settle_device()
                 with _lap(laps, "refill"):
                     delivery = _refill(talk, sides, views, inputs_of, b, n)
@@ -270,8 +272,9 @@ def time_sides(talk: Conversation, *, secret: int, tolerance: Callable[[Case], t
                     for c in cands:
                         check_batch(talk, sides[c], *cand_out[c], inputs_of, b, n, ref, eager_outs, atol, rtol, chunk)
                 del cand_out, eager_outs
-                if b + 1 >= batches[0] and all(charges.spread(v) <= TARGET_SPREAD for v in per_call.values()) and all(
-                        charges.side_settled(per_call[c], side_steps[c], n) for c in cands):   # charges.py: why
+                long = b + 1 >= 2 * len(sides) and laps["batches"] >= LONG_LOOP_S
+                if b + 1 >= batches[0] and all(charges.side_settled(per_call[c], side_steps[c], n) for c in cands) and (
+                        long or all(charges.spread(v) <= TARGET_SPREAD for v in per_call.values())):   # charges.py
                     break
         # every side's runner ends inside the `timing` lease: nothing later asks them, and their slots and graphs
         # held past it were beside the next stage's (H100, 16 GiB a side, concurrency 8: 8 of 16 out of memory)
@@ -359,8 +362,7 @@ def _timed_batch(talk: Conversation, sides: dict, b: int, n: int, static: dict):
                            "a timed batch", "timing")
         t1 = time.perf_counter()
         events[name] = done.get("event_ms")   # the candidate's is its word: it can only lower its credit (above)
-        reply, bufs = static[name] if name in static else talk.ask(r, {"op": "describe"},
-                                                                    "describing a timed batch", "timing")
+        reply, bufs = static.get(name) or talk.ask(r, {"op": "describe"}, "describing a timed batch", "timing")
         t2 = time.perf_counter()
         r.freeze()   # nothing runs in a candidate's process until its outputs are read; the references' alike
         if _is_cand(name):

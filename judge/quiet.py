@@ -45,7 +45,12 @@ def _probe_ms() -> float:
 def settle_device() -> int:
     """Wait for a quiet device (the probe of `quiet_device`), at most PROBE_TRIES probes 50 ms apart; how many
     read busy. Never a verdict: at a batch's start a busy device can be another process's work (the references'
-    batches are probed again, with a verdict, by `quiet_device`)."""
+    batches are probed again, with a verdict, by `quiet_device`). The clock calls it at each batch's start, before
+    its inputs are written (so a candidate's own work left running gains nothing from the wait): other evaluations'
+    work outside any lease (a warm-up's allocations and fills, judge/harness.py `_warm`) would otherwise run inside
+    a side's batch (one evaluation of 8 on an H100 read 14-15 % apart between its batches, 2026-12-06). Its switch
+    KS_CLOCK_SETTLE was removed on 2026-12-08, once measured (README: 22.1 evaluations a minute with it, 21.5
+    without; the repeat pairs 0.05 % against 0.60-1.72 %)."""
     for busy in range(PROBE_TRIES):
         if min(_probe_ms() for _ in range(3)) <= PROBE_BUSY_MS:
             return busy

@@ -325,7 +325,6 @@ def _charge(per_call: dict, c: str, overheads: list, walls: list, owns: list, si
         if own is not None:
             plan["cand_overhead_ms"] = round(own * 1e3, 4)
         plan["charged_overhead_ms"] = round(charged * 1e3, 4)
-        plan["side_charge"] = charges.SIDE_CHARGE
         per_call[c] = charges.batch_times(walls, owns, overheads, fixed, n)
     # a ping or a describe that takes the candidate longer than the reference is charged: work done then (outputs
     # computed early or late) is on the clock (judge/charges.py says how)

@@ -201,12 +201,8 @@ def failure_from(reply: dict, what: str, stage: str) -> CandidateFailure:
     name, text, tb = (str(err.get(k, ""))[:4000] for k in ("type", "text", "tb"))
     first = text.strip().splitlines()[0][:300] if text.strip() else ""
     where = str(err.get("stage", ""))
-    if where in ("compile", "static"):
-        status = Status.compile_error if where == "compile" else Status.rejected
-    elif "Compil" in name or "compil" in text[:200]:
-        status = Status.compile_error
-    else:
-        status = Status.crash
+    fallback = Status.compile_error if "Compil" in name or "compil" in text[:200] else Status.crash
+    status = {"compile": Status.compile_error, "static": Status.rejected}.get(where, fallback)
     return CandidateFailure(status, f"{what} raised {name}: {first}" if name else f"{what}: {first}",
                             tb or None, stage=stage)
 

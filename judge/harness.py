@@ -241,15 +241,13 @@ class Judge(OffRangeChecks):
         total = None   # the last group's bytes, or None where it takes no more
         for item in items:
             size = size_of(item)
-            if size is None or size > HOLD_BYTES:
-                groups.append([item])
-                total = None
-            elif total is not None and total + size <= HOLD_BYTES:
+            fits = size is not None and size <= HOLD_BYTES
+            if fits and total is not None and total + size <= HOLD_BYTES:
                 groups[-1].append(item)
                 total += size
             else:
                 groups.append([item])
-                total = size
+                total = size if fits else None
         return groups
 
     def _check_trial(self, case: Case, trial: int, atol: float, rtol: float) -> None:

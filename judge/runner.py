@@ -26,6 +26,7 @@ so the judge's side of each (conversation.py, clock.py, harness.py) can be read 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import socket
 import sys
@@ -245,6 +246,11 @@ class Runner:
         the timing stage's n slots a side take in one round trip instead of n."""
         segs: dict = {}
         if "sets" in req:
+            if self.device == "cuda":   # one block, freed at once: the slots below are cut from it, not each its own
+                # cudaMalloc'd segment, so the judge maps one IPC segment a side, not one a slot (cuIpcOpenMemHandle
+                # about a millisecond each and its close half that; 128 slots a side for rmsnorm's timing stage)
+                torch.empty(sum(_rounded(*_spec(v["alloc"])) for x in req["sets"] for v in x["values"]
+                                if isinstance(v, dict) and "alloc" in v), dtype=torch.uint8, device="cuda")
             descs = [self._slot_inputs(int(x["slot"]), x["values"], buffers, segs) for x in req["sets"]]
             return {"sets": descs, "segs": segs}, []
         return {"descs": self._slot_inputs(int(req["slot"]), req["values"], buffers, segs), "segs": segs}, []
@@ -253,9 +259,8 @@ class Runner:
         values, descs = [], []
         for v in vals:
             if isinstance(v, dict) and "alloc" in v:   # GPU: the judge writes it in place
-                spec = v["alloc"]
-                t = torch.empty(wire._shape(spec.get("shape")), dtype=wire._dtype(spec.get("dtype")),
-                                device=self.device)
+                shape, dtype = _spec(v["alloc"])
+                t = torch.empty(shape, dtype=dtype, device=self.device)
                 values.append(t)
                 descs.append(self.ipc.describe(t, segs))
             else:
@@ -564,6 +569,16 @@ def _autotune_first_config() -> None:
         return [float(self.configs.index(config)) if config in self.configs else float("inf")] * 3
 
     Autotuner._bench = first_wins
+
+
+def _spec(alloc: dict) -> tuple:
+    """An input's (shape, dtype) as the judge asked for it to be allocated."""
+    return wire._shape(alloc.get("shape")), wire._dtype(alloc.get("dtype"))
+
+
+def _rounded(shape, dtype) -> int:
+    """Its bytes in torch's caching allocator: a multiple of 512."""
+    return -(-math.prod(shape) * dtype.itemsize // 512) * 512
 
 
 def _aliases(out, inputs: list) -> list[int]:

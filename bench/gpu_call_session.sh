@@ -10,7 +10,7 @@ set -u
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.used --format=csv,noheader | tee "$OUT/smi.txt"
 if [ "${TESTS:-1}" = 1 ]; then   # the GPU tests of the clock's graph path and its output check, first (seconds)
   timeout "${TESTS_S:-200}" python3 -m pytest -q -p no:cacheprovider -rs tests/judge/test_frozen_replay.py \
-    tests/judge/test_agree_kernel.py tests/judge/test_legacy_stream_gpu.py 2>&1 | tee "$OUT/gpu_tests.txt" | tail -8
+    tests/judge/test_agree_kernel.py tests/judge/test_legacy_stream_gpu.py tests/judge/test_slots_gpu.py 2>&1 | tee "$OUT/gpu_tests.txt" | tail -8
   timeout 120 python3 bench/check_kernel_gpu.py 2>&1 | tee "$OUT/check_kernel.txt" | tail -6
 fi
 if [ "${HARNESS_S:-100}" -gt 20 ]; then   # HARNESS_S=0: no harness run

@@ -67,13 +67,13 @@ TARGET_SPREAD = float(os.environ.get("KS_CLOCK_TARGET_SPREAD", "0.02"))
 CPU_BATCHES = (1, 2)   # Triton's interpreter: its times rank kernels for the interpreter only
 FIXED_COST_SAMPLES = 7
 # Long batches stop sooner: once every side has been in every place of the order twice (2 x sides batches,
-# timing.side_order) and the batches took LONG_LOOP_S together (then a side's batch averages >= 83 ms with three
-# sides, >= 187 ms with two), the loop stops at the target spread or not. Host jitter (+-0.3 ms a batch, H100) is
-# under 0.4 % of such batches; what spreads them is the device's own state: a compute-bound side ran 4-5 % slower
-# after a side that drew more power (KernelBench matmuls, H100, 2026-12-07: eager 107 / 112 ms a batch by its
-# predecessor), which more batches do not remove and the balanced order shares out. Those evaluations ran all 12
-# batches, 5 s of the device's one timing stage (a pointwise one's 0.3 s).
-LONG_LOOP_S = float(os.environ.get("KS_CLOCK_LONG_LOOP_S", "1.5"))
+# timing.side_order) and the batches took LONG_LOOP_S together, the loop stops at the target spread or not. Host
+# jitter (+-0.3 ms a batch, H100) is then under 0.2 % of a batch; what spreads them is the device's own state: a
+# compute-bound side ran 4-5 % slower after a side that drew more power (KernelBench matmuls, H100, 2026-12-07: eager
+# 107 / 112 ms a batch by its predecessor), which more batches do not remove. Those evaluations ran all 12 batches,
+# 5 s of the device's one timing stage (a pointwise one's 0.3 s). Replayed on their stored batches: the speedup over
+# eager after 8 batches (where 3 s stops them) within 0.6 % of the 12-batch figure, after 6 within 1.6 %.
+LONG_LOOP_S = float(os.environ.get("KS_CLOCK_LONG_LOOP_S", "3"))
 
 
 @dataclass(frozen=True)

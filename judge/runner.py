@@ -246,11 +246,8 @@ class Runner:
         the timing stage's n slots a side take in one round trip instead of n."""
         segs: dict = {}
         if "sets" in req:
-            if self.device == "cuda":   # one block, freed at once: the slots below are cut from it, not each its own
-                # cudaMalloc'd segment, so the judge maps one IPC segment a side, not one a slot (cuIpcOpenMemHandle
-                # about a millisecond each and its close half that; 128 slots a side for rmsnorm's timing stage)
-                torch.empty(sum(_rounded(*_spec(v["alloc"])) for x in req["sets"] for v in x["values"]
-                                if isinstance(v, dict) and "alloc" in v), dtype=torch.uint8, device="cuda")
+            if self.device == "cuda":
+                _reserve(req["sets"])
             descs = [self._slot_inputs(int(x["slot"]), x["values"], buffers, segs) for x in req["sets"]]
             return {"sets": descs, "segs": segs}, []
         return {"descs": self._slot_inputs(int(req["slot"]), req["values"], buffers, segs), "segs": segs}, []
@@ -576,9 +573,17 @@ def _spec(alloc: dict) -> tuple:
     return wire._shape(alloc.get("shape")), wire._dtype(alloc.get("dtype"))
 
 
-def _rounded(shape, dtype) -> int:
-    """Its bytes in torch's caching allocator: a multiple of 512."""
-    return -(-math.prod(shape) * dtype.itemsize // 512) * 512
+def _reserve(sets: list) -> None:
+    """Room for every slot's inputs of `sets` as one block, allocated and freed at once: the slots are then cut from
+    it by torch's caching allocator (each input's bytes rounded to 512), not each its own cudaMalloc'd segment, so
+    the judge maps one IPC segment a side, not one a slot (cuIpcOpenMemHandle about a millisecond each and its close
+    half that; rmsnorm's timing stage has 128 slots a side). Only where the device has room for the block beside
+    this process's cached free blocks, which the slots would otherwise reuse first and the judge counted as free when
+    it sized the batch (a reference's first call's memory)."""
+    specs = [_spec(v["alloc"]) for x in sets for v in x["values"] if isinstance(v, dict) and "alloc" in v]
+    total = sum(-(-math.prod(s) * d.itemsize // 512) * 512 for s, d in specs)
+    if torch.cuda.mem_get_info()[0] >= total + torch.cuda.memory_reserved() - torch.cuda.memory_allocated():
+        torch.empty(total, dtype=torch.uint8, device="cuda")
 
 
 def _aliases(out, inputs: list) -> list[int]:

@@ -418,8 +418,10 @@ class Runner:
         try:
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side), torch.no_grad():   # warm-up off the default stream, as capture wants
-                for x in slots:
+            # warm-up off the default stream, as capture wants: two calls, not one a slot (the slots share their
+            # shapes and 512-byte alignment; a KernelBench matmul's 42 slots were 0.1 s a side of the timing stage)
+            with torch.cuda.stream(side), torch.no_grad():
+                for x in slots[:2]:
                     self.model(*x)
             torch.cuda.current_stream().wait_stream(side)
             torch.cuda.synchronize()

@@ -47,12 +47,10 @@ def test_three_sides_wait_for_the_balanced_order(loop, tmp_path):
     """A re-timing group of two candidates and eager: three sides, so six batches before each side was in each of
     the three places twice (timing.side_order), not the four of two sides."""
     loop(0.0)
-    paths = []
-    for i in range(2):
-        path = tmp_path / f"cand{i}.py"
-        path.write_text(STARTER + f"\n# copy {i}\n")
-        paths.append(str(path))
-    a, b = evaluate_group(load_problem(SOFTMAX), [STARTER + "\n# copy 0\n", STARTER + "\n# copy 1\n"],
-                          EvalSettings(trials=1, retime=True, timing_iters=2), mode="cpu", seed=5, spawn=spawn_local,
-                          candidate_paths=paths)
+    sources = [STARTER + f"\n# copy {i}\n" for i in range(2)]
+    paths = [tmp_path / f"cand{i}.py" for i in range(2)]
+    for path, src in zip(paths, sources):
+        path.write_text(src)
+    a, b = evaluate_group(load_problem(SOFTMAX), sources, EvalSettings(trials=1, retime=True, timing_iters=2),
+                          mode="cpu", seed=5, spawn=spawn_local, candidate_paths=[str(p) for p in paths])
     assert _batches(a) == 6 and _batches(b) == 6
